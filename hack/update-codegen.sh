@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Regenerates everything derived from pkg/apis: deepcopy and register code,
+# OpenAPI definitions, the typed clientset with watch and applyconfigurations,
+# listers and informers (pkg/generated), the shipped CRDs (manifests/crds) and
+# the test-only Sandbox CRD (test/crds). Needs only Go: every generator is
+# pinned in go.mod and built into bin/codegen on first use.
+set -o errexit -o nounset -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "${ROOT}"
+MODULE=github.com/caliban-ai/caliban-operator
+BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
+
+# kube_codegen.sh installs its generators into GOBIN; keep them in the repo's
+# git-ignored bin/ rather than the user's GOPATH.
+export GOBIN="${ROOT}/bin/codegen"
+mkdir -p "${GOBIN}"
+
+CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+# shellcheck source=/dev/null
+source "${CODEGEN_PKG}/kube_codegen.sh"
+
+kube::codegen::gen_helpers --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
+kube::codegen::gen_register --boilerplate "${BOILERPLATE}" "${ROOT}/pkg/apis"
+
+kube::codegen::gen_openapi \
+  --output-dir "${ROOT}/pkg/generated/openapi" \
+  --output-pkg "${MODULE}/pkg/generated/openapi" \
+  --report-filename "${ROOT}/hack/api-rule-violations.list" \
+  --update-report \
+  --boilerplate "${BOILERPLATE}" \
+  "${ROOT}/pkg/apis/caliban"
+
+schema=$(mktemp)
+trap 'rm -f "${schema}"' EXIT
+go run ./hack/models-schema > "${schema}"
+
+kube::codegen::gen_client \
+  --with-watch \
+  --with-applyconfig \
+  --applyconfig-openapi-schema "${schema}" \
+  --output-dir "${ROOT}/pkg/generated" \
+  --output-pkg "${MODULE}/pkg/generated" \
+  --boilerplate "${BOILERPLATE}" \
+  "${ROOT}/pkg/apis"
+
+# CRDs. controller-gen reads the kubebuilder markers; it is the only part of
+# controller-tools the project uses, and only here.
+rm -f manifests/crds/*.yaml test/crds/*.yaml
+go tool controller-gen crd paths=./pkg/apis/caliban/... output:crd:artifacts:config=manifests/crds
+go tool controller-gen crd paths=./pkg/apis/sandbox/... output:crd:artifacts:config=test/crds
+go run ./hack/crd-postprocess manifests/crds/caliban.caliban-ai.dev_calibantasks.yaml

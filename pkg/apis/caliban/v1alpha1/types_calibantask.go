@@ -1,0 +1,293 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ctask,categories=caliban
+// +kubebuilder:printcolumn:name=Phase,type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name=Posture,type=string,JSONPath=`.spec.task.permissionPosture`
+// +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name=Endpoint,type=string,JSONPath=`.status.calibandEndpoint`,priority=1
+
+// CalibanTask is one agent session. The operator admits it against its
+// Workspace, pins the Workspace configuration into status once, and runs
+// caliband for it in an agent-sandbox Sandbox with its own ServiceAccount and
+// NetworkPolicy.
+type CalibanTask struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the requested session.
+	// +required
+	Spec CalibanTaskSpec `json:"spec"`
+
+	// status is written by the operator, except the AgentsSettled
+	// condition, which the control plane (prospero) writes.
+	// +optional
+	Status CalibanTaskStatus `json:"status,omitempty"`
+}
+
+// CalibanTaskSpec is the requested agent session.
+type CalibanTaskSpec struct {
+	// workspaceRef names the Workspace, in the same namespace, whose
+	// configuration the task runs under.
+	// +required
+	WorkspaceRef WorkspaceReference `json:"workspaceRef"`
+
+	// providerRef names the workspace provider to use. Defaults to the
+	// workspace's defaultProvider, else its only provider.
+	// +optional
+	ProviderRef string `json:"providerRef,omitempty"`
+
+	// task describes the work for the agents.
+	// +required
+	Task TaskDefinition `json:"task"`
+
+	// model overrides the model and router configuration.
+	// +optional
+	Model *ModelSpec `json:"model,omitempty"`
+
+	// state selects where caliban keeps session state.
+	// +optional
+	State *StateSpec `json:"state,omitempty"`
+
+	// isolation overrides the workspace's default isolation.
+	// +optional
+	Isolation *Isolation `json:"isolation,omitempty"`
+
+	// resources is carried for the control plane; the operator does not
+	// read it (pod resources come from the operator's settings).
+	// +optional
+	Resources *ResourcesSpec `json:"resources,omitempty"`
+
+	// lifecycle is carried for the control plane; the operator does not act
+	// on it yet.
+	// +optional
+	Lifecycle *LifecycleSpec `json:"lifecycle,omitempty"`
+
+	// tools is the control plane's tool allow-list for the agents; the
+	// operator carries it only.
+	// +optional
+	// +listType=atomic
+	Tools []string `json:"tools,omitempty"`
+}
+
+// WorkspaceReference names a Workspace in the same namespace.
+type WorkspaceReference struct {
+	// name of the Workspace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Name string `json:"name"`
+}
+
+// PermissionPosture says whether a person supervises the session.
+// +kubebuilder:validation:Enum=supervised;unattended
+type PermissionPosture string
+
+// Permission postures.
+const (
+	// PostureSupervised: a person answers permission prompts.
+	PostureSupervised PermissionPosture = "supervised"
+	// PostureUnattended: nobody answers; the workspace's agentPolicy must
+	// set allowUnattended.
+	PostureUnattended PermissionPosture = "unattended"
+)
+
+// TaskDefinition is the work the agents do.
+type TaskDefinition struct {
+	// prompt is the initial prompt.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	Prompt string `json:"prompt"`
+
+	// agentType is carried for the control plane.
+	// +optional
+	AgentType string `json:"agentType,omitempty"`
+
+	// interactive marks a session a person drives; carried for the control
+	// plane.
+	// +optional
+	// +kubebuilder:default=false
+	Interactive bool `json:"interactive,omitempty"`
+
+	// permissionPosture is supervised (the default) or unattended. An
+	// unattended task is admitted only when its workspace's agentPolicy sets
+	// allowUnattended.
+	// +optional
+	// +kubebuilder:default=supervised
+	PermissionPosture PermissionPosture `json:"permissionPosture,omitempty"`
+}
+
+// ModelSpec overrides the model choice.
+type ModelSpec struct {
+	// name replaces the provider's model in the pinned configuration.
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="model.name must not be blank"
+	Name string `json:"name,omitempty"`
+
+	// routerConfigRef names a ConfigMap in the same namespace whose key
+	// caliban.toml is caliban's model-router configuration; it is mounted
+	// into the agent pod.
+	// +optional
+	RouterConfigRef string `json:"routerConfigRef,omitempty"`
+}
+
+// StateSpec selects caliban's session-state storage.
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'remote' || (has(self.gonzaloEndpoint) && self.gonzaloEndpoint != '')",message="state.mode remote requires state.gonzaloEndpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'local' || !has(self.gonzaloEndpoint) || self.gonzaloEndpoint == ''",message="state.gonzaloEndpoint is set, but state.mode local never uses it"
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenRef) || (has(self.gonzaloEndpoint) && self.gonzaloEndpoint != '')",message="state.tokenRef requires remote storage (set state.gonzaloEndpoint)"
+type StateSpec struct {
+	// gonzaloEndpoint is the base URL of the gonzalo state service, for
+	// example http://gonzalod.storage.svc:8080. Setting it selects remote
+	// storage.
+	// +optional
+	GonzaloEndpoint string `json:"gonzaloEndpoint,omitempty"`
+
+	// mode is remote or local. Defaults to remote when gonzaloEndpoint is
+	// set; local keeps state on the workspace volume.
+	// +optional
+	// +kubebuilder:validation:Enum=remote;local
+	Mode string `json:"mode,omitempty"`
+
+	// tokenRef names the Secret key holding the gonzalo bearer token; it
+	// requires gonzaloEndpoint.
+	// +optional
+	TokenRef *SecretKeyRef `json:"tokenRef,omitempty"`
+}
+
+// ResourcesSpec is carried for the control plane.
+type ResourcesSpec struct {
+	// class is a resource class name.
+	// +optional
+	Class string `json:"class,omitempty"`
+}
+
+// LifecycleSpec is carried for the control plane.
+type LifecycleSpec struct {
+	// idleTimeout is how long an idle session may live.
+	// +optional
+	IdleTimeout string `json:"idleTimeout,omitempty"`
+
+	// onDelete is checkpoint or delete.
+	// +optional
+	OnDelete string `json:"onDelete,omitempty"`
+}
+
+// TaskPhase is the lifecycle phase of a CalibanTask.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Running;Draining;Completed;Failed
+type TaskPhase string
+
+// Task phases.
+const (
+	// TaskPending: waiting for admission or for the Sandbox to appear.
+	TaskPending TaskPhase = "Pending"
+	// TaskProvisioning: the Sandbox exists but is not ready.
+	TaskProvisioning TaskPhase = "Provisioning"
+	// TaskRunning: caliband is reachable at status.calibandEndpoint.
+	TaskRunning TaskPhase = "Running"
+	// TaskDraining: reserved for the checkpoint-on-delete lifecycle.
+	TaskDraining TaskPhase = "Draining"
+	// TaskCompleted: every agent finished (reported by the control plane).
+	TaskCompleted TaskPhase = "Completed"
+	// TaskFailed: admission failed or an agent failed; the Ready condition
+	// says why.
+	TaskFailed TaskPhase = "Failed"
+)
+
+// CalibanTaskStatus is the observed state of a task.
+type CalibanTaskStatus struct {
+	// phase is Pending, Provisioning, Running, Completed or Failed.
+	// +optional
+	Phase TaskPhase `json:"phase,omitempty"`
+
+	// calibandEndpoint is caliband's host:port (no scheme), set only while
+	// Running.
+	// +optional
+	CalibandEndpoint string `json:"calibandEndpoint,omitempty"`
+
+	// sandboxRef names the task's Sandbox once it has been applied. Clients
+	// read the name here rather than derive it.
+	// +optional
+	SandboxRef *SandboxReference `json:"sandboxRef,omitempty"`
+
+	// resolvedWorkspace is the workspace configuration pinned at admission.
+	// It is written once and never re-resolved.
+	// +optional
+	ResolvedWorkspace *ResolvedWorkspace `json:"resolvedWorkspace,omitempty"`
+
+	// permissionPosture is the posture the task was admitted with.
+	// +optional
+	PermissionPosture PermissionPosture `json:"permissionPosture,omitempty"`
+
+	// observedGeneration is the metadata.generation this status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// checkpointRef identifies the checkpoint taken when the task drained;
+	// reserved for the checkpoint-on-delete lifecycle.
+	// +optional
+	CheckpointRef string `json:"checkpointRef,omitempty"`
+
+	// conditions: the operator owns Ready; the control plane owns
+	// AgentsSettled (True with reason Succeeded or Failed once every agent
+	// has finished).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// SandboxReference names the task's agent-sandbox Sandbox.
+type SandboxReference struct {
+	// name of the Sandbox, in the task's namespace.
+	// +required
+	Name string `json:"name"`
+}
+
+// ResolvedWorkspace is the workspace configuration a task was admitted
+// under: the chosen provider flattened, with the task's model override.
+type ResolvedWorkspace struct {
+	// sources are the git checkouts.
+	// +optional
+	// +listType=atomic
+	Sources []Source `json:"sources,omitempty"`
+
+	// provider is the chosen provider; its model is the task's
+	// spec.model.name when that is set.
+	// +required
+	Provider Provider `json:"provider"`
+
+	// env is the workspace's non-secret environment.
+	// +optional
+	// +listType=atomic
+	Env []EnvVar `json:"env,omitempty"`
+
+	// isolation is the workspace's default isolation.
+	// +optional
+	Isolation *Isolation `json:"isolation,omitempty"`
+
+	// egress is the workspace's egress allow-list; unset allows all.
+	// +optional
+	Egress *Egress `json:"egress,omitempty"`
+
+	// agentPolicy is the workspace's agent policy.
+	// +optional
+	AgentPolicy *AgentPolicy `json:"agentPolicy,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// CalibanTaskList is a list of CalibanTasks.
+type CalibanTaskList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []CalibanTask `json:"items"`
+}

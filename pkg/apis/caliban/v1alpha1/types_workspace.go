@@ -1,0 +1,128 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// +genclient
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=cws,categories=caliban
+// +kubebuilder:printcolumn:name=Phase,type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name=Message,type=string,JSONPath=`.status.message`,priority=1
+
+// Workspace is durable configuration for agent sessions: git sources, named
+// model providers and their credential references, environment, isolation,
+// egress allow-list and agent policy. The operator validates it and reports
+// the result in status; it creates nothing for a Workspace.
+type Workspace struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the workspace configuration.
+	// +required
+	Spec WorkspaceSpec `json:"spec"`
+
+	// status is the operator's verdict on spec.
+	// +optional
+	Status WorkspaceStatus `json:"status,omitempty"`
+}
+
+// WorkspaceSpec is the configuration that CalibanTasks referring to this
+// Workspace run under. A task pins it when admitted; later edits affect new
+// tasks only.
+type WorkspaceSpec struct {
+	// displayName is the label dashboards show for this workspace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	DisplayName string `json:"displayName"`
+
+	// sources are git checkouts cloned into the workspace volume before the
+	// agent starts; a workspace may start bare.
+	// +optional
+	// +kubebuilder:default={}
+	// +listType=atomic
+	Sources []Source `json:"sources,omitempty"`
+
+	// providers are the named model providers tasks can use.
+	// +required
+	// +kubebuilder:validation:MinItems=1
+	// +listType=atomic
+	Providers []Provider `json:"providers"`
+
+	// defaultProvider names the provider a task uses when it sets no
+	// providerRef. Optional when there is exactly one provider.
+	// +optional
+	DefaultProvider string `json:"defaultProvider,omitempty"`
+
+	// env is non-secret environment for every agent pod.
+	// +optional
+	// +kubebuilder:default={}
+	// +listType=atomic
+	Env []EnvVar `json:"env,omitempty"`
+
+	// isolation is the default isolation for tasks; a task's
+	// spec.isolation.runtimeClass overrides it.
+	// +optional
+	Isolation *Isolation `json:"isolation,omitempty"`
+
+	// egress restricts where agent pods may connect. Unset allows all
+	// egress; set allows DNS plus exactly the listed destinations. A task
+	// cannot override it.
+	// +optional
+	Egress *Egress `json:"egress,omitempty"`
+
+	// agentPolicy says what agents here may do, including whether they may
+	// run unattended. A task cannot override it.
+	// +optional
+	AgentPolicy *AgentPolicy `json:"agentPolicy,omitempty"`
+}
+
+// WorkspacePhase is the lifecycle phase of a Workspace.
+// +kubebuilder:validation:Enum=Pending;Ready;Failed
+type WorkspacePhase string
+
+// Workspace phases.
+const (
+	// WorkspacePending: not validated yet.
+	WorkspacePending WorkspacePhase = "Pending"
+	// WorkspaceReady: valid; tasks can be admitted against it.
+	WorkspaceReady WorkspacePhase = "Ready"
+	// WorkspaceFailed: invalid; status.message says why.
+	WorkspaceFailed WorkspacePhase = "Failed"
+)
+
+// WorkspaceStatus is written by the operator only.
+type WorkspaceStatus struct {
+	// phase is Pending until the operator has validated the spec, then
+	// Ready or Failed.
+	// +optional
+	Phase WorkspacePhase `json:"phase,omitempty"`
+
+	// message says why the workspace failed validation; omitted when Ready.
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// observedGeneration is the metadata.generation this status reflects.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions are the standard conditions; the operator owns Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+// +kubebuilder:object:root=true
+
+// WorkspaceList is a list of Workspaces.
+type WorkspaceList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []Workspace `json:"items"`
+}

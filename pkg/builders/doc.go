@@ -1,0 +1,4 @@
+// Package builders holds every decision the operator makes, as pure
+// functions: no clients, no clock, no environment. The controllers in
+// pkg/operator gather inputs, call these, and apply what they return.
+package builders

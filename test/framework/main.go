@@ -1,0 +1,69 @@
+package framework
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Main is a package's TestMain: it starts one cluster, stores it in *c, runs
+// the tests and deletes the cluster, also when the process is interrupted or
+// is about to hit go test's -timeout (which would otherwise kill it with no
+// chance to clean up).
+func Main(m *testing.M, c **Cluster) {
+	flag.Parse()
+	os.Exit(run(m, c))
+}
+
+func run(m *testing.M, c **Cluster) int {
+	start := time.Now()
+	cluster, err := Start(context.Background())
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "test cluster %s up in %s (kubeconfig %s, logs %s)\n",
+		cluster.Name, time.Since(start).Round(time.Millisecond), cluster.Kubeconfig, cluster.LogsDir)
+	*c = cluster
+
+	var once sync.Once
+	cleanup := func() {
+		once.Do(func() {
+			if err := cluster.Delete(); err != nil {
+				fmt.Fprintf(os.Stderr, "deleting the test cluster: %v\n", err)
+			}
+		})
+	}
+	defer cleanup()
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	go func() {
+		if s, ok := <-sigs; ok {
+			fmt.Fprintf(os.Stderr, "%v: deleting test cluster %s\n", s, cluster.Name)
+			cleanup()
+			os.Exit(1)
+		}
+	}()
+
+	if f := flag.Lookup("test.timeout"); f != nil {
+		if d, ok := f.Value.(flag.Getter).Get().(time.Duration); ok && d > 0 {
+			// Leave the cluster deletion time to finish before go test's
+			// own alarm fires.
+			margin := min(d/10, time.Minute)
+			timer := time.AfterFunc(d-time.Since(start)-margin, func() {
+				fmt.Fprintf(os.Stderr, "approaching -test.timeout: deleting test cluster %s\n", cluster.Name)
+				cleanup()
+			})
+			defer timer.Stop()
+		}
+	}
+	return m.Run()
+}

@@ -1,0 +1,589 @@
+// Package api_test proves the caliban API on a real kube-apiserver: the CRDs
+// install, the samples apply, the schema rejects what it must and fills the
+// defaults it should, kubectl's columns exist, and a Sandbox rendered from the
+// operator's view survives server-side apply with nothing pruned. No
+// controller runs here.
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+var cluster *framework.Cluster
+
+func TestMain(m *testing.M) { framework.Main(m, &cluster) }
+
+func TestCRDsAreEstablishedWithTheirNames(t *testing.T) {
+	tests := map[string]struct {
+		crd        string
+		shortNames []string
+	}{
+		"workspaces are served as cws in the caliban category":     {crd: "workspaces.caliban.caliban-ai.dev", shortNames: []string{"cws"}},
+		"calibantasks are served as ctask in the caliban category": {crd: "calibantasks.caliban.caliban-ai.dev", shortNames: []string{"ctask"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			crd, err := cluster.APIExt.ApiextensionsV1().CustomResourceDefinitions().Get(context.Background(), tc.crd, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			established := false
+			for _, c := range crd.Status.Conditions {
+				if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+					established = true
+				}
+			}
+			if !established {
+				t.Errorf("not Established: %+v", crd.Status.Conditions)
+			}
+			if diff := cmp.Diff(tc.shortNames, crd.Status.AcceptedNames.ShortNames); diff != "" {
+				t.Errorf("short names (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"caliban"}, crd.Status.AcceptedNames.Categories); diff != "" {
+				t.Errorf("categories (-want +got):\n%s", diff)
+			}
+			if len(crd.Spec.Versions) != 1 || crd.Spec.Versions[0].Subresources == nil || crd.Spec.Versions[0].Subresources.Status == nil {
+				t.Errorf("want one version with a status subresource, got %+v", crd.Spec.Versions)
+			}
+		})
+	}
+}
+
+func TestSamplesApplyInOrder(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t, nil)
+	objs, err := framework.ReadManifests(filepath.Join(cluster.Root, "manifests", "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	if diff := cmp.Diff([]string{"Secret", "Secret", "Secret", "Workspace", "CalibanTask"}, kinds); diff != "" {
+		t.Fatalf("sample kinds in apply order (-want +got):\n%s", diff)
+	}
+	if err := cluster.Apply(ctx, ns, objs...); err != nil {
+		t.Fatal(err)
+	}
+	ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, "demo", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := ws.Spec.Providers[0].CredentialsRef; got == nil || got.SecretName != "anthropic-key" {
+		t.Errorf("workspace provider credentials = %+v, want the sample Secret", got)
+	}
+	task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, "demo-task", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.Spec.WorkspaceRef.Name != ws.Name {
+		t.Errorf("task refers to workspace %q, want %q", task.Spec.WorkspaceRef.Name, ws.Name)
+	}
+}
+
+// validTask and validWorkspace are the smallest objects the schema accepts;
+// each rejection case breaks exactly one thing in one of them.
+func validTask() map[string]any {
+	return map[string]any{
+		"apiVersion": "caliban.caliban-ai.dev/v1alpha1",
+		"kind":       "CalibanTask",
+		"metadata":   map[string]any{"name": "task"},
+		"spec": map[string]any{
+			"workspaceRef": map[string]any{"name": "ws"},
+			"task":         map[string]any{"prompt": "do the thing"},
+		},
+	}
+}
+
+func validWorkspace() map[string]any {
+	return map[string]any{
+		"apiVersion": "caliban.caliban-ai.dev/v1alpha1",
+		"kind":       "Workspace",
+		"metadata":   map[string]any{"name": "ws"},
+		"spec": map[string]any{
+			"displayName": "ws",
+			"providers":   []any{map[string]any{"name": "p", "kind": "anthropic"}},
+		},
+	}
+}
+
+func set(obj map[string]any, value any, path ...string) map[string]any {
+	m := obj
+	for _, p := range path[:len(path)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[path[len(path)-1]] = value
+	return obj
+}
+
+func TestSchemaRejectsInvalidObjects(t *testing.T) {
+	tests := map[string]struct {
+		obj  map[string]any
+		want []string
+	}{
+		"an unknown permissionPosture is rejected": {
+			obj:  set(validTask(), "yolo", "spec", "task", "permissionPosture"),
+			want: []string{"spec.task.permissionPosture", `supported values: "supervised", "unattended"`},
+		},
+		"a state.mode typo is rejected": {
+			obj:  set(validTask(), "remtoe", "spec", "state", "mode"),
+			want: []string{"spec.state.mode", `supported values: "remote", "local"`},
+		},
+		"an empty task.prompt is rejected": {
+			obj:  set(validTask(), "", "spec", "task", "prompt"),
+			want: []string{"spec.task.prompt", "at least 1 chars long"},
+		},
+		"a missing task.prompt is rejected": {
+			obj:  set(validTask(), map[string]any{"agentType": "x"}, "spec", "task"),
+			want: []string{"spec.task.prompt", "Required value"},
+		},
+		"an empty workspaceRef.name is rejected": {
+			obj:  set(validTask(), "", "spec", "workspaceRef", "name"),
+			want: []string{"spec.workspaceRef.name", "at least 1 chars long"},
+		},
+		"an empty model.name is rejected": {
+			obj:  set(validTask(), "", "spec", "model", "name"),
+			want: []string{"spec.model.name", "at least 1 chars long"},
+		},
+		"a blank model.name is rejected": {
+			obj:  set(validTask(), "   ", "spec", "model", "name"),
+			want: []string{"spec.model.name", "model.name must not be blank"},
+		},
+		"state.mode remote without an endpoint is rejected": {
+			obj:  set(validTask(), "remote", "spec", "state", "mode"),
+			want: []string{"spec.state", "state.mode remote requires state.gonzaloEndpoint"},
+		},
+		"state.mode local with an endpoint is rejected": {
+			obj: set(set(validTask(), "local", "spec", "state", "mode"),
+				"http://gonzalod:8080", "spec", "state", "gonzaloEndpoint"),
+			want: []string{"spec.state", "state.gonzaloEndpoint is set, but state.mode local never uses it"},
+		},
+		"state.tokenRef without an endpoint is rejected": {
+			obj: set(validTask(), map[string]any{"secretName": "s", "key": "k"},
+				"spec", "state", "tokenRef"),
+			want: []string{"spec.state", "state.tokenRef requires remote storage (set state.gonzaloEndpoint)"},
+		},
+		"parallelToolLimit 0 is rejected": {
+			obj:  set(validWorkspace(), int64(0), "spec", "agentPolicy", "parallelToolLimit"),
+			want: []string{"spec.agentPolicy.parallelToolLimit", "should be greater than or equal to 1"},
+		},
+		"an unknown permissionMode is rejected": {
+			obj:  set(validWorkspace(), "yolo", "spec", "agentPolicy", "permissionMode"),
+			want: []string{"spec.agentPolicy.permissionMode", `"dontAsk", "bypassPermissions"`},
+		},
+		"a workspace without providers is rejected": {
+			obj:  set(validWorkspace(), []any{}, "spec", "providers"),
+			want: []string{"spec.providers", "should have at least 1 items"},
+		},
+		"an empty displayName is rejected": {
+			obj:  set(validWorkspace(), "", "spec", "displayName"),
+			want: []string{"spec.displayName", "at least 1 chars long"},
+		},
+		"an egress port outside 1-65535 is rejected": {
+			obj: set(validWorkspace(), map[string]any{"allow": []any{
+				map[string]any{"cidr": "10.0.0.0/8", "ports": []any{int64(70000)}}}}, "spec", "egress"),
+			want: []string{"spec.egress.allow[0].ports[0]", "should be less than or equal to 65535"},
+		},
+		"a source without a path is rejected": {
+			obj: set(validWorkspace(), []any{map[string]any{"name": "s", "repo": "r"}},
+				"spec", "sources"),
+			want: []string{"spec.sources[0].path", "Required value"},
+		},
+	}
+	ns := cluster.Namespace(t, nil)
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: tc.obj}
+			_, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
+			if err := framework.IsInvalid(err, tc.want...); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestSchemaAcceptsTheValidStateCombinations(t *testing.T) {
+	tests := map[string]map[string]any{
+		"an endpoint alone":         {"gonzaloEndpoint": "http://gonzalod:8080"},
+		"remote with an endpoint":   {"mode": "remote", "gonzaloEndpoint": "http://gonzalod:8080"},
+		"an endpoint with a token":  {"gonzaloEndpoint": "http://gonzalod:8080", "tokenRef": map[string]any{"secretName": "s", "key": "k"}},
+		"local without an endpoint": {"mode": "local"},
+		"an empty state":            {},
+	}
+	ns := cluster.Namespace(t, nil)
+	i := 0
+	for name, state := range tests {
+		i++
+		obj := set(validTask(), state, "spec", "state")
+		set(obj, "task-"+string(rune('a'+i)), "metadata", "name")
+		t.Run(name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: obj}
+			if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+				t.Errorf("rejected: %v", err)
+			}
+		})
+	}
+}
+
+func TestSchemaFillsDefaults(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t, nil)
+
+	ws := validWorkspace()
+	set(ws, []any{map[string]any{"name": "s", "repo": "https://example.com/r.git", "path": "/work/r"}}, "spec", "sources")
+	set(ws, map[string]any{}, "spec", "agentPolicy")
+	set(ws, map[string]any{}, "spec", "egress")
+	created, err := cluster.Dynamic.Resource(gvr(&unstructured.Unstructured{Object: ws})).Namespace(ns).
+		Create(ctx, &unstructured.Unstructured{Object: ws}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantWS := map[string]any{
+		"displayName": "ws",
+		"providers":   []any{map[string]any{"name": "p", "kind": "anthropic"}},
+		"sources":     []any{map[string]any{"name": "s", "repo": "https://example.com/r.git", "path": "/work/r", "ref": "main"}},
+		"env":         []any{},
+		"agentPolicy": map[string]any{"allowUnattended": false},
+		"egress":      map[string]any{"allow": []any{}},
+	}
+	if diff := cmp.Diff(wantWS, created.Object["spec"]); diff != "" {
+		t.Errorf("workspace spec as stored (-want +got):\n%s", diff)
+	}
+
+	task := validTask()
+	createdTask, err := cluster.Dynamic.Resource(gvr(&unstructured.Unstructured{Object: task})).Namespace(ns).
+		Create(ctx, &unstructured.Unstructured{Object: task}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantTask := map[string]any{"prompt": "do the thing", "interactive": false, "permissionPosture": "supervised"}
+	if diff := cmp.Diff(wantTask, createdTask.Object["spec"].(map[string]any)["task"]); diff != "" {
+		t.Errorf("task.spec.task as stored (-want +got):\n%s", diff)
+	}
+}
+
+// An empty enabledPlugins list means "enable no plugin" and must not collapse
+// into an omitted list ("enable all") anywhere between the apiserver and the
+// Go types.
+func TestAnEmptyEnabledPluginsListSurvivesTheRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t, nil)
+	ws := &calibanv1alpha1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: "plugins"},
+		Spec: calibanv1alpha1.WorkspaceSpec{
+			DisplayName: "plugins",
+			Providers:   []calibanv1alpha1.Provider{{Name: "p", Kind: "openai"}},
+			AgentPolicy: &calibanv1alpha1.AgentPolicy{EnabledPlugins: []string{}},
+		},
+	}
+	if _, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Create(ctx, ws, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, "plugins", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := got.Spec.AgentPolicy.EnabledPlugins; p == nil || len(p) != 0 {
+		t.Errorf("enabledPlugins = %#v, want an empty, non-nil list", p)
+	}
+}
+
+func TestKubectlColumns(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t, nil)
+	for _, obj := range []map[string]any{validWorkspace(), validTask()} {
+		u := &unstructured.Unstructured{Object: obj}
+		if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := map[string]struct {
+		resource string
+		columns  []string
+		wide     []string
+	}{
+		"kubectl get cws shows Phase and Age, and Message when wide": {
+			resource: "workspaces", columns: []string{"Name", "Phase", "Age"}, wide: []string{"Message"},
+		},
+		"kubectl get ctask shows Phase, Posture and Age, and Endpoint when wide": {
+			resource: "calibantasks", columns: []string{"Name", "Phase", "Posture", "Age"}, wide: []string{"Endpoint"},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			raw, err := cluster.Caliban.CalibanV1alpha1().RESTClient().Get().
+				Namespace(ns).Resource(tc.resource).
+				SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+				Do(ctx).Raw()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var table metav1.Table
+			if err := json.Unmarshal(raw, &table); err != nil {
+				t.Fatal(err)
+			}
+			var normal, wide []string
+			for _, c := range table.ColumnDefinitions {
+				if c.Priority == 0 {
+					normal = append(normal, c.Name)
+				} else {
+					wide = append(wide, c.Name)
+				}
+			}
+			if diff := cmp.Diff(tc.columns, normal); diff != "" {
+				t.Errorf("columns (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wide, wide); diff != "" {
+				t.Errorf("wide columns (-want +got):\n%s", diff)
+			}
+			if len(table.Rows) != 1 {
+				t.Errorf("want one row, got %d", len(table.Rows))
+			}
+		})
+	}
+	t.Run("the Posture column shows the defaulted posture", func(t *testing.T) {
+		raw, err := cluster.Caliban.CalibanV1alpha1().RESTClient().Get().
+			Namespace(ns).Resource("calibantasks").
+			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+			Do(ctx).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(raw), `"supervised"`) {
+			t.Errorf("table does not show the supervised posture: %s", raw)
+		}
+	})
+}
+
+// prospero writes AgentsSettled with its own field manager, unforced, with
+// no message. The schema must accept that body, and the operator's Ready
+// condition must live beside it in the same map-list.
+func TestProsperoAndTheOperatorShareStatusConditions(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t, nil)
+	u := &unstructured.Unstructured{Object: validTask()}
+	if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tasks := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns)
+
+	operator := []byte(`{"apiVersion":"caliban.caliban-ai.dev/v1alpha1","kind":"CalibanTask","metadata":{"name":"task"},
+		"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True","reason":"Running","message":"","lastTransitionTime":"2026-09-15T00:00:00Z"}]}}`)
+	if _, err := tasks.Patch(ctx, "task", types.ApplyPatchType, operator,
+		metav1.PatchOptions{FieldManager: "caliban-operator", Force: new(true)}, "status"); err != nil {
+		t.Fatalf("operator status apply: %v", err)
+	}
+	prospero := []byte(`{"apiVersion":"caliban.caliban-ai.dev/v1alpha1","kind":"CalibanTask","metadata":{"name":"task"},
+		"status":{"conditions":[{"type":"AgentsSettled","status":"True","reason":"Succeeded","lastTransitionTime":"2026-09-15T00:00:00Z"}]}}`)
+	if _, err := tasks.Patch(ctx, "task", types.ApplyPatchType, prospero,
+		metav1.PatchOptions{FieldManager: "prospero"}, "status"); err != nil {
+		t.Fatalf("prospero status apply: %v", err)
+	}
+	got, err := tasks.Get(ctx, "task", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conds []string
+	for _, c := range got.Status.Conditions {
+		conds = append(conds, c.Type+"="+string(c.Status)+"/"+c.Reason)
+	}
+	if diff := cmp.Diff([]string{"Ready=True/Running", "AgentsSettled=True/Succeeded"}, conds); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	owners := map[string]bool{}
+	for _, mf := range got.ManagedFields {
+		if mf.Subresource == "status" {
+			owners[mf.Manager] = true
+		}
+	}
+	if !owners["prospero"] || !owners["caliban-operator"] {
+		t.Errorf("status managers = %v, want prospero and caliban-operator", owners)
+	}
+}
+
+func TestASandboxFromTheViewAppliesWithNothingPruned(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t, nil)
+	// A real owner, so the garbage collector does not remove the Sandbox for
+	// pointing at a missing one.
+	owner, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, &calibanv1alpha1.CalibanTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "owner"},
+		Spec: calibanv1alpha1.CalibanTaskSpec{
+			WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: "ws"},
+			Task:         calibanv1alpha1.TaskDefinition{Prompt: "p"},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	want := handFilledSandbox(ns, owner)
+	u, err := builders.SandboxToUnstructured(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Dynamic.Resource(sandboxv1beta1.SchemeGroupVersion.WithResource("sandboxes")).Namespace(ns).
+		Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "caliban-operator", Force: true}); err != nil {
+		t.Fatalf("apply: %v", err)
+	}
+	// Strict validation on a second apply: the server names any field its
+	// schema does not know instead of silently dropping it.
+	body, _ := u.MarshalJSON()
+	if _, err := cluster.Dynamic.Resource(sandboxv1beta1.SchemeGroupVersion.WithResource("sandboxes")).Namespace(ns).
+		Patch(ctx, u.GetName(), types.ApplyPatchType, body, metav1.PatchOptions{FieldManager: "caliban-operator", Force: new(true), FieldValidation: "Strict"}); err != nil {
+		t.Fatalf("strict apply: %v", err)
+	}
+
+	readBack, err := cluster.Dynamic.Resource(sandboxv1beta1.SchemeGroupVersion.WithResource("sandboxes")).Namespace(ns).
+		Get(ctx, u.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := builders.SandboxFromUnstructured(readBack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want.Spec, got.Spec); diff != "" {
+		t.Errorf("spec after the round trip (-sent +stored):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.Labels, got.Labels); diff != "" {
+		t.Errorf("labels (-sent +stored):\n%s", diff)
+	}
+	if diff := cmp.Diff(want.OwnerReferences, got.OwnerReferences); diff != "" {
+		t.Errorf("owner references (-sent +stored):\n%s", diff)
+	}
+	// The claim template must reach the server without type metadata.
+	vct := readBack.Object["spec"].(map[string]any)["volumeClaimTemplates"].([]any)[0].(map[string]any)
+	if _, ok := vct["apiVersion"]; ok {
+		t.Errorf("claim template carries apiVersion: %v", vct)
+	}
+
+	// The Stage stand-in answers like agent-sandbox's controller.
+	framework.Eventually(t, 10*time.Second, func() error {
+		obj, err := cluster.Dynamic.Resource(sandboxv1beta1.SchemeGroupVersion.WithResource("sandboxes")).Namespace(ns).
+			Get(ctx, u.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sb, err := builders.SandboxFromUnstructured(obj)
+		if err != nil {
+			return err
+		}
+		wantFQDN := u.GetName() + "." + ns + ".svc.cluster.local"
+		if sb.Status.ServiceFQDN != wantFQDN || len(sb.Status.Conditions) != 1 || sb.Status.Conditions[0].Status != metav1.ConditionTrue {
+			return fmt.Errorf("status = %+v, want Ready with serviceFQDN %s", sb.Status, wantFQDN)
+		}
+		return nil
+	})
+}
+
+func handFilledSandbox(ns string, owner *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+	labels := map[string]string{
+		"app.kubernetes.io/managed-by": "caliban-operator",
+		"app.kubernetes.io/name":       "caliband",
+		"caliban.caliban-ai.dev/task":  owner.Name,
+	}
+	nonRoot, no, yes := true, false, true
+	uid := int64(10001)
+	sc := &corev1.SecurityContext{
+		AllowPrivilegeEscalation: &no,
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+	resources := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m"), corev1.ResourceMemory: resource.MustParse("512Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("2Gi")},
+	}
+	runtimeClass := "gvisor"
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("caliband")}},
+		PeriodSeconds: 5, FailureThreshold: 3}
+	return &sandboxv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: owner.Name + "-sbx", Namespace: ns, Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "caliban.caliban-ai.dev/v1alpha1", Kind: "CalibanTask",
+				Name: owner.Name, UID: owner.UID, Controller: &yes, BlockOwnerDeletion: &yes,
+			}},
+		},
+		Spec: sandboxv1beta1.SandboxSpec{
+			Service:       &yes,
+			OperatingMode: sandboxv1beta1.OperatingModeRunning,
+			VolumeClaimTemplates: []sandboxv1beta1.PersistentVolumeClaimTemplate{{
+				Metadata: sandboxv1beta1.EmbeddedObjectMetadata{Name: "workspace"},
+				Spec: corev1.PersistentVolumeClaimSpec{
+					AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+					Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("10Gi")}},
+				},
+			}},
+			PodTemplate: sandboxv1beta1.PodTemplate{
+				Metadata: sandboxv1beta1.PodMetadata{Labels: labels},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:           owner.Name + "-sa",
+					AutomountServiceAccountToken: &no,
+					RuntimeClassName:             &runtimeClass,
+					SecurityContext: &corev1.PodSecurityContext{
+						RunAsUser: &uid, RunAsGroup: &uid, FSGroup: &uid, RunAsNonRoot: &nonRoot,
+						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+					},
+					InitContainers: []corev1.Container{{
+						Name: "clone-workspace", Image: "alpine/git:latest",
+						Command:         []string{"/bin/sh", "-c", "set -eu\nif [ ! -d '/work/r/.git' ]; then git clone --depth 1 --branch 'main' 'https://example.com/r.git' '/work/r'; fi\n"},
+						VolumeMounts:    []corev1.VolumeMount{{Name: "workspace", MountPath: "/work"}},
+						Resources:       resources,
+						SecurityContext: sc,
+					}},
+					Containers: []corev1.Container{{
+						Name:  "caliband",
+						Image: "ghcr.io/caliban-ai/caliban:latest",
+						Args:  []string{"--workspace-root", "/work", "--listen", "0.0.0.0:8443"},
+						Ports: []corev1.ContainerPort{{Name: "caliband", ContainerPort: 8443, Protocol: corev1.ProtocolTCP}},
+						Env: []corev1.EnvVar{
+							{Name: "CALIBAN_PROVIDER", Value: "anthropic"},
+							{Name: "ANTHROPIC_API_KEY", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+								LocalObjectReference: corev1.LocalObjectReference{Name: "anthropic-key"}, Key: "api-key", Optional: &no}}},
+						},
+						ReadinessProbe:  probe,
+						StartupProbe:    probe,
+						Resources:       resources,
+						SecurityContext: sc,
+						VolumeMounts: []corev1.VolumeMount{
+							{Name: "workspace", MountPath: "/work"},
+							{Name: "session-tls", MountPath: "/etc/caliband/tls", ReadOnly: true},
+							{Name: "router-config", MountPath: "/etc/caliban/router", ReadOnly: true},
+						},
+					}},
+					Volumes: []corev1.Volume{
+						{Name: "session-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "caliban-session-plane-tls"}}},
+						{Name: "router-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+							LocalObjectReference: corev1.LocalObjectReference{Name: "router"}}}},
+					},
+				},
+			},
+		},
+	}
+}
