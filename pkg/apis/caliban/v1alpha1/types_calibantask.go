@@ -128,7 +128,7 @@ type ModelSpec struct {
 	// name replaces the provider's model in the pinned configuration.
 	// +optional
 	// +kubebuilder:validation:MinLength=1
-	// +kubebuilder:validation:XValidation:rule="self.trim() != ''",message="model.name must not be blank"
+	// +kubebuilder:validation:XValidation:rule="self.trim().size() > 0",message="model.name must not be blank"
 	Name string `json:"name,omitempty"`
 
 	// routerConfigRef names a ConfigMap in the same namespace whose key
@@ -139,9 +139,9 @@ type ModelSpec struct {
 }
 
 // StateSpec selects caliban's session-state storage.
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'remote' || (has(self.gonzaloEndpoint) && self.gonzaloEndpoint != '')",message="state.mode remote requires state.gonzaloEndpoint"
-// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'local' || !has(self.gonzaloEndpoint) || self.gonzaloEndpoint == ''",message="state.gonzaloEndpoint is set, but state.mode local never uses it"
-// +kubebuilder:validation:XValidation:rule="!has(self.tokenRef) || (has(self.gonzaloEndpoint) && self.gonzaloEndpoint != '')",message="state.tokenRef requires remote storage (set state.gonzaloEndpoint)"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'remote' || (has(self.gonzaloEndpoint) && size(self.gonzaloEndpoint) > 0)",message="state.mode remote requires state.gonzaloEndpoint"
+// +kubebuilder:validation:XValidation:rule="!has(self.mode) || self.mode != 'local' || !has(self.gonzaloEndpoint) || size(self.gonzaloEndpoint) == 0",message="state.gonzaloEndpoint is set, but state.mode local never uses it"
+// +kubebuilder:validation:XValidation:rule="!has(self.tokenRef) || (has(self.gonzaloEndpoint) && size(self.gonzaloEndpoint) > 0)",message="state.tokenRef requires remote storage (set state.gonzaloEndpoint)"
 type StateSpec struct {
 	// gonzaloEndpoint is the base URL of the gonzalo state service, for
 	// example http://gonzalod.storage.svc:8080. Setting it selects remote
