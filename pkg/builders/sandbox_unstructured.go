@@ -26,6 +26,21 @@ func SandboxToUnstructured(sb *sandboxv1beta1.Sandbox) (*unstructured.Unstructur
 	if st, ok := obj["status"].(map[string]any); ok && len(st) == 0 {
 		delete(obj, "status")
 	}
+	// A container's resources is a struct, so it is encoded even when
+	// empty; "nothing configured" must omit it rather than claim it empty.
+	for _, list := range []string{"initContainers", "containers"} {
+		containers, _, _ := unstructured.NestedSlice(obj, "spec", "podTemplate", "spec", list)
+		for _, c := range containers {
+			if c, ok := c.(map[string]any); ok {
+				if r, ok := c["resources"].(map[string]any); ok && len(r) == 0 {
+					delete(c, "resources")
+				}
+			}
+		}
+		if containers != nil {
+			_ = unstructured.SetNestedSlice(obj, containers, "spec", "podTemplate", "spec", list)
+		}
+	}
 	return u, nil
 }
 

@@ -200,7 +200,7 @@ type AgentPolicy struct {
 	// CALIBAN_BLOCKED_MARKETPLACES; entries are marketplace URLs.
 	// +optional
 	// +listType=atomic
-	BlockedMarketplaces []string `json:"blockedMarketplaces,omitempty"`
+	BlockedMarketplaces []string `json:"blockedMarketplaces,omitzero"`
 
 	// parallelToolLimit is projected as CALIBAN_PARALLEL_TOOL_LIMIT.
 	// +optional

@@ -1,0 +1,184 @@
+package builders
+
+import (
+	"fmt"
+	"strings"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+)
+
+// Task Ready reasons (spec.md §3).
+const (
+	ReasonRunning             = "Running"
+	ReasonSandboxNotReady     = "SandboxNotReady"
+	ReasonCompleted           = "Completed"
+	ReasonAgentsFailed        = "AgentsFailed"
+	ReasonWorkspaceUnresolved = "WorkspaceUnresolved"
+	ReasonInvalidState        = "InvalidState"
+	ReasonPostureNotPermitted = "PostureNotPermitted"
+)
+
+// Failure is why a task cannot run: a Ready reason and a message for people.
+type Failure struct {
+	Reason  string
+	Message string
+}
+
+// Verdict is the outcome of admitting a task that has no pin yet.
+type Verdict int
+
+const (
+	// Admitted: Pin and Posture are set; write them once.
+	Admitted Verdict = iota
+	// WaitForWorkspace: the workspace is not validated yet; mark the task
+	// Pending and look again soon.
+	WaitForWorkspace
+	// Rejected: Failure says why.
+	Rejected
+)
+
+// Admission is what Admit decided.
+type Admission struct {
+	Verdict Verdict
+	Failure Failure
+	Pin     *calibanv1alpha1.ResolvedWorkspace
+	Posture calibanv1alpha1.PermissionPosture
+}
+
+// Admit decides whether a task with no pin may run under ws (nil when the
+// workspace does not exist), per spec.md §3 step 2: workspace state, the
+// posture gate, provider resolution, then the pin.
+func Admit(task *calibanv1alpha1.CalibanTask, ws *calibanv1alpha1.Workspace) Admission {
+	name := task.Spec.WorkspaceRef.Name
+	reject := func(reason, message string) Admission {
+		return Admission{Verdict: Rejected, Failure: Failure{Reason: reason, Message: message}}
+	}
+	if ws == nil {
+		return reject(ReasonWorkspaceUnresolved, fmt.Sprintf("Workspace not found: '%s'", name))
+	}
+	switch ws.Status.Phase {
+	case calibanv1alpha1.WorkspaceReady:
+	case calibanv1alpha1.WorkspaceFailed:
+		msg := ws.Status.Message
+		if msg == "" {
+			msg = "validation failed"
+		}
+		return reject(ReasonWorkspaceUnresolved, fmt.Sprintf("workspace '%s' not ready: %s", name, msg))
+	default:
+		return Admission{Verdict: WaitForWorkspace}
+	}
+	// A Ready status that reflects an older spec says nothing about the
+	// current one: wait for the workspace controller to catch up.
+	if ws.Status.ObservedGeneration != ws.Generation {
+		return Admission{Verdict: WaitForWorkspace}
+	}
+
+	posture := RequestedPosture(task)
+	if msg := postureProblem(posture, ws.Spec.AgentPolicy, fmt.Sprintf("workspace '%s'", name)); msg != "" {
+		return reject(ReasonPostureNotPermitted, msg)
+	}
+	provider, msg := ResolveProvider(&ws.Spec, task.Spec.ProviderRef)
+	if msg != "" {
+		return reject(ReasonWorkspaceUnresolved, msg)
+	}
+	return Admission{Verdict: Admitted, Pin: PinWorkspace(task, &ws.Spec, provider), Posture: posture}
+}
+
+// RequestedPosture is the task's posture, supervised when unset (objects
+// stored before the schema default existed).
+func RequestedPosture(task *calibanv1alpha1.CalibanTask) calibanv1alpha1.PermissionPosture {
+	if task.Spec.Task.PermissionPosture == "" {
+		return calibanv1alpha1.PostureSupervised
+	}
+	return task.Spec.Task.PermissionPosture
+}
+
+// UnsupervisedSetting names the first agentPolicy setting that lets agents
+// act without a person's approval, or returns "". permissionMode auto is not
+// one: its classifier still denies.
+func UnsupervisedSetting(policy *calibanv1alpha1.AgentPolicy) string {
+	if policy == nil {
+		return ""
+	}
+	switch policy.PermissionMode {
+	case calibanv1alpha1.PermissionModeDontAsk, calibanv1alpha1.PermissionModeBypassPermissions:
+		return "agentPolicy.permissionMode " + string(policy.PermissionMode)
+	}
+	if isTrue(policy.AutoAllow) {
+		return "agentPolicy.autoAllow"
+	}
+	if isTrue(policy.NoPermissions) {
+		return "agentPolicy.noPermissions"
+	}
+	return ""
+}
+
+// postureProblem is the posture gate: an unattended task, or a policy with
+// an unsupervised setting, needs allowUnattended. It never downgrades.
+func postureProblem(posture calibanv1alpha1.PermissionPosture, policy *calibanv1alpha1.AgentPolicy, where string) string {
+	if policy != nil && policy.AllowUnattended {
+		return ""
+	}
+	if posture == calibanv1alpha1.PostureUnattended {
+		return fmt.Sprintf("task.permissionPosture is unattended, but %s does not set agentPolicy.allowUnattended", where)
+	}
+	if setting := UnsupervisedSetting(policy); setting != "" {
+		return fmt.Sprintf("%s sets %s, which lets agents act unsupervised, but does not set agentPolicy.allowUnattended", where, setting)
+	}
+	return ""
+}
+
+// PinnedPostureProblem re-checks a pinned task's current posture against
+// its pin on every reconcile: a task edited to unattended after admission
+// runs only if the configuration it was admitted under allows that. A later
+// change to the Workspace never reaches a pinned task.
+func PinnedPostureProblem(task *calibanv1alpha1.CalibanTask) *Failure {
+	pin := task.Status.ResolvedWorkspace
+	if pin == nil {
+		return nil
+	}
+	if msg := postureProblem(RequestedPosture(task), pin.AgentPolicy, "its pinned workspace configuration"); msg != "" {
+		return &Failure{Reason: ReasonPostureNotPermitted, Message: msg}
+	}
+	return nil
+}
+
+// ResolveProvider picks the task's provider: providerRef, else the
+// workspace's defaultProvider, else its only provider. The message says why
+// none could be picked.
+func ResolveProvider(spec *calibanv1alpha1.WorkspaceSpec, providerRef string) (calibanv1alpha1.Provider, string) {
+	switch {
+	case providerRef != "":
+		if p := findProvider(spec.Providers, providerRef); p != nil {
+			return *p, ""
+		}
+		return calibanv1alpha1.Provider{}, fmt.Sprintf("providerRef '%s' names no provider in the workspace", providerRef)
+	case spec.DefaultProvider != "":
+		if p := findProvider(spec.Providers, spec.DefaultProvider); p != nil {
+			return *p, ""
+		}
+		return calibanv1alpha1.Provider{}, fmt.Sprintf("defaultProvider '%s' names no provider", spec.DefaultProvider)
+	case len(spec.Providers) == 1:
+		return spec.Providers[0], ""
+	}
+	return calibanv1alpha1.Provider{}, fmt.Sprintf("no providerRef and workspace has no defaultProvider among %d providers", len(spec.Providers))
+}
+
+// PinWorkspace is the configuration a task is admitted under, deep-copied
+// so later edits of the workspace cannot reach it. A non-blank model.name
+// replaces the provider's model.
+func PinWorkspace(task *calibanv1alpha1.CalibanTask, spec *calibanv1alpha1.WorkspaceSpec, provider calibanv1alpha1.Provider) *calibanv1alpha1.ResolvedWorkspace {
+	spec = spec.DeepCopy()
+	provider = *provider.DeepCopy()
+	if m := task.Spec.Model; m != nil && strings.TrimSpace(m.Name) != "" {
+		provider.Model = m.Name
+	}
+	return &calibanv1alpha1.ResolvedWorkspace{
+		Sources:     spec.Sources,
+		Provider:    provider,
+		Env:         spec.Env,
+		Isolation:   spec.Isolation,
+		Egress:      spec.Egress,
+		AgentPolicy: spec.AgentPolicy,
+	}
+}

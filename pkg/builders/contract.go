@@ -1,0 +1,177 @@
+package builders
+
+import (
+	"slices"
+	"strings"
+)
+
+// caliband's command line (launch-contract.md §1.1). The operator passes each
+// flag and its value as two argv elements, in the container's args (the
+// image's ENTRYPOINT is caliband and its CMD is --help). The bearer token is
+// deliberately absent: it travels only as EnvDaemonToken from a Secret, never
+// in argv where ps would show it.
+const (
+	FlagWorkspaceRoot = "--workspace-root"
+	FlagListen        = "--listen"
+	FlagAdvertiseHost = "--advertise-host"
+	FlagAgentPortBase = "--agent-port-base"
+	FlagTLSCert       = "--tls-cert"
+	FlagTLSKey        = "--tls-key"
+	FlagTLSCA         = "--tls-ca"
+	FlagTLSServerName = "--tls-server-name"
+)
+
+// ListenHost is the host of --listen: every address, so the Service (and
+// the NetworkPolicy) decide who can reach the port.
+const ListenHost = "0.0.0.0"
+
+// The session-plane TLS Secret (CALIBAN_SESSION_TLS_SECRET) is mounted at
+// TLSMountDir; its keys are the file names. --tls-ca must be passed: caliband
+// forwards it to workers so they can verify the control listener.
+const (
+	TLSMountDir = "/etc/caliband/tls"
+	TLSCertFile = "tls.crt"
+	TLSKeyFile  = "tls.key"
+	TLSCAFile   = "ca.crt"
+	TLSCertPath = TLSMountDir + "/" + TLSCertFile
+	TLSKeyPath  = TLSMountDir + "/" + TLSKeyFile
+	TLSCAPath   = TLSMountDir + "/" + TLSCAFile
+)
+
+// Variables the operator sets in the agent pod (launch-contract.md §2).
+const (
+	// EnvDaemonToken carries caliband's bearer token, always from a
+	// secretKeyRef, never as a literal value.
+	EnvDaemonToken = "CALIBAN_DAEMON_TOKEN"
+
+	// EnvRouterConfig is a path to a file, not inline config: caliban
+	// 0.15.0 and caliban's own --config both read it as a path.
+	EnvRouterConfig      = "CALIBAN_ROUTER_CONFIG"
+	RouterConfigMountDir = "/etc/caliban/router"
+	RouterConfigKey      = "caliban.toml"
+	RouterConfigPath     = RouterConfigMountDir + "/" + RouterConfigKey
+
+	// EnvProvider is the provider kind as a plain value. caliban does not
+	// select a provider by it; it is only an input to a user apiKeyHelper.
+	EnvProvider = "CALIBAN_PROVIDER"
+
+	EnvStorageSubstrate = "CALIBAN_STORAGE_SUBSTRATE"
+	EnvStorageRemoteURL = "CALIBAN_STORAGE_REMOTE_URL"
+	// EnvStorageRemoteTokenEnv holds the name of the variable that holds
+	// the token (EnvGonzaloToken), not the token.
+	EnvStorageRemoteTokenEnv = "CALIBAN_STORAGE_REMOTE_TOKEN_ENV"
+	EnvGonzaloToken          = "GONZALO_TOKEN"
+	StorageSubstrateRemote   = "remote"
+	StorageSubstrateFS       = "fs"
+)
+
+// Workspace.spec.agentPolicy projections (spec.md §2, launch-contract.md
+// §2.4). Booleans are written only as "true" and omitted otherwise: caliban
+// counts any env-sourced value as explicit, so even "false" can trip its
+// conflicts, and EnvStrictKnownMarketplaces reads any non-blank value as an
+// allow-list that blocks every real marketplace.
+const (
+	EnvDefaultPermissionMode   = "CALIBAN_DEFAULT_PERMISSION_MODE"
+	EnvAutoAllow               = "CALIBAN_AUTO_ALLOW"
+	EnvNoPermissions           = "CALIBAN_NO_PERMISSIONS"
+	EnvNoMCP                   = "CALIBAN_NO_MCP"
+	EnvNoHooks                 = "CALIBAN_NO_HOOKS"
+	EnvNoSkills                = "CALIBAN_NO_SKILLS"
+	EnvNoSubAgent              = "CALIBAN_NO_SUB_AGENT"
+	EnvStrictKnownMarketplaces = "CALIBAN_STRICT_KNOWN_MARKETPLACES"
+	// EnvEnabledPlugins is comma-joined and projected even when the list
+	// is empty: set-but-empty enables no plugin, unset enables all.
+	EnvEnabledPlugins        = "CALIBAN_ENABLED_PLUGINS"
+	EnvBlockedMarketplaces   = "CALIBAN_BLOCKED_MARKETPLACES"
+	EnvParallelToolLimit     = "CALIBAN_PARALLEL_TOOL_LIMIT"
+	AgentPolicyTrue          = "true"
+	AgentPolicyListSeparator = ","
+)
+
+// DeadEnvNames lists variables the operator must never emit into an agent
+// pod (launch-contract.md §5 item 2). Some were bugs of the original
+// operator that caliban never reads; CALIBAN_CONTROL_TLS_CA and
+// CALIBAN_CONTROL_TLS_SERVER_NAME are caliband's own outputs to its workers,
+// and publishing them in the pod env would shadow what argv already says.
+// CALIBAN_WORKSPACE_ROOT is the operator's own setting, not caliband's.
+var DeadEnvNames = []string{
+	"GONZALO_ENDPOINT",
+	"CALIBAN_ROUTER_CONFIG_REF",
+	"CALIBAN_PROVIDER_BASE_URL",
+	"CALIBAN_API_KEY",
+	"CALIBAN_MODEL",
+	"CALIBAND_LISTEN",
+	"CALIBAN_WORKSPACE_ROOT",
+	"CALIBAN_WORKSPACE_SOURCES",
+	"CALIBAN_CONTROL_TLS_CA",
+	"CALIBAN_CONTROL_TLS_SERVER_NAME",
+}
+
+// ProviderEnv returns the base-URL and API-key variable names for a
+// Workspace provider kind. anthropic, openai and google/gemini take caliban's
+// own names (ProviderKind in caliban-contract); azure, azure-openai and
+// azure_openai map to AZURE_OPENAI_*. Those kinds match case-insensitively
+// after trimming. Any other kind is trimmed, uppercased, and every
+// character other than A-Z, 0-9 and '_' becomes '_' before the suffixes
+// _BASE_URL and _API_KEY ("my-llm.v2" gives MY_LLM_V2_BASE_URL).
+func ProviderEnv(kind string) (baseURL, apiKey string) {
+	prefix := providerEnvPrefix(kind)
+	return prefix + "_BASE_URL", prefix + "_API_KEY"
+}
+
+func providerEnvPrefix(kind string) string {
+	kind = strings.TrimSpace(kind)
+	switch strings.ToLower(kind) {
+	case "anthropic":
+		return "ANTHROPIC"
+	case "openai":
+		return "OPENAI"
+	case "google", "gemini":
+		return "GEMINI"
+	case "azure", "azure-openai", "azure_openai":
+		return "AZURE_OPENAI"
+	}
+	var b strings.Builder
+	for _, r := range kind {
+		switch {
+		case r >= 'a' && r <= 'z':
+			r -= 'a' - 'A'
+		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_':
+		default:
+			r = '_'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// operatorOwnedFixed are the names the operator may set in every pod,
+// whatever the providers.
+var operatorOwnedFixed = []string{
+	EnvDaemonToken,
+	EnvProvider,
+	EnvRouterConfig,
+	EnvStorageSubstrate,
+	EnvStorageRemoteURL,
+	EnvStorageRemoteTokenEnv,
+	EnvGonzaloToken,
+}
+
+// OperatorOwnedEnv reports whether a Workspace env name collides with a
+// variable the operator sets in the agent pod itself for these provider
+// kinds: the daemon token, every listed provider's base-URL and API-key
+// names, the storage and router variables, CALIBAN_PROVIDER and
+// GONZALO_TOKEN. Names compare exactly (env names are case-sensitive).
+// agentPolicy variables are not owned in this sense: a Workspace env entry
+// may name one, and the typed value wins.
+func OperatorOwnedEnv(name string, providerKinds []string) bool {
+	if slices.Contains(operatorOwnedFixed, name) {
+		return true
+	}
+	for _, kind := range providerKinds {
+		if baseURL, apiKey := ProviderEnv(kind); name == baseURL || name == apiKey {
+			return true
+		}
+	}
+	return false
+}

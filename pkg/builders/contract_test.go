@@ -1,0 +1,178 @@
+package builders
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The launch contract is a set of names caliband parses; a typo compiles
+// and then fails only inside a pod. These tests restate the names from
+// launch-contract.md literally so a changed constant fails loudly.
+func TestContractNamesMatchCaliband(t *testing.T) {
+	tests := map[string]struct {
+		got, want string
+	}{
+		"the workspace root flag":       {FlagWorkspaceRoot, "--workspace-root"},
+		"the listen flag":               {FlagListen, "--listen"},
+		"the advertise host flag":       {FlagAdvertiseHost, "--advertise-host"},
+		"the agent port base flag":      {FlagAgentPortBase, "--agent-port-base"},
+		"the TLS cert flag":             {FlagTLSCert, "--tls-cert"},
+		"the TLS key flag":              {FlagTLSKey, "--tls-key"},
+		"the TLS CA flag":               {FlagTLSCA, "--tls-ca"},
+		"the TLS server name flag":      {FlagTLSServerName, "--tls-server-name"},
+		"the listen host":               {ListenHost, "0.0.0.0"},
+		"the TLS mount":                 {TLSMountDir, "/etc/caliband/tls"},
+		"the cert path":                 {TLSCertPath, "/etc/caliband/tls/tls.crt"},
+		"the key path":                  {TLSKeyPath, "/etc/caliband/tls/tls.key"},
+		"the CA path":                   {TLSCAPath, "/etc/caliband/tls/ca.crt"},
+		"the cert file, a Secret key":   {TLSCertFile, "tls.crt"},
+		"the key file, a Secret key":    {TLSKeyFile, "tls.key"},
+		"the CA file, a Secret key":     {TLSCAFile, "ca.crt"},
+		"the daemon token":              {EnvDaemonToken, "CALIBAN_DAEMON_TOKEN"},
+		"the router config variable":    {EnvRouterConfig, "CALIBAN_ROUTER_CONFIG"},
+		"the router config is a path":   {RouterConfigPath, "/etc/caliban/router/caliban.toml"},
+		"the router config mount":       {RouterConfigMountDir, "/etc/caliban/router"},
+		"the router ConfigMap key":      {RouterConfigKey, "caliban.toml"},
+		"the provider variable":         {EnvProvider, "CALIBAN_PROVIDER"},
+		"the storage substrate":         {EnvStorageSubstrate, "CALIBAN_STORAGE_SUBSTRATE"},
+		"the remote storage URL":        {EnvStorageRemoteURL, "CALIBAN_STORAGE_REMOTE_URL"},
+		"the remote token's variable":   {EnvStorageRemoteTokenEnv, "CALIBAN_STORAGE_REMOTE_TOKEN_ENV"},
+		"the gonzalo token":             {EnvGonzaloToken, "GONZALO_TOKEN"},
+		"the remote substrate":          {StorageSubstrateRemote, "remote"},
+		"the filesystem substrate":      {StorageSubstrateFS, "fs"},
+		"the permission mode":           {EnvDefaultPermissionMode, "CALIBAN_DEFAULT_PERMISSION_MODE"},
+		"auto-allow":                    {EnvAutoAllow, "CALIBAN_AUTO_ALLOW"},
+		"no permissions":                {EnvNoPermissions, "CALIBAN_NO_PERMISSIONS"},
+		"no MCP":                        {EnvNoMCP, "CALIBAN_NO_MCP"},
+		"no hooks":                      {EnvNoHooks, "CALIBAN_NO_HOOKS"},
+		"no skills":                     {EnvNoSkills, "CALIBAN_NO_SKILLS"},
+		"no sub-agent":                  {EnvNoSubAgent, "CALIBAN_NO_SUB_AGENT"},
+		"strict known marketplaces":     {EnvStrictKnownMarketplaces, "CALIBAN_STRICT_KNOWN_MARKETPLACES"},
+		"enabled plugins":               {EnvEnabledPlugins, "CALIBAN_ENABLED_PLUGINS"},
+		"blocked marketplaces":          {EnvBlockedMarketplaces, "CALIBAN_BLOCKED_MARKETPLACES"},
+		"the parallel tool limit":       {EnvParallelToolLimit, "CALIBAN_PARALLEL_TOOL_LIMIT"},
+		"a policy boolean is only true": {AgentPolicyTrue, "true"},
+		"policy lists are comma-joined": {AgentPolicyListSeparator, ","},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			if test.got != test.want {
+				t.Errorf("got %q, want %q", test.got, test.want)
+			}
+		})
+	}
+}
+
+func TestProviderEnv(t *testing.T) {
+	tests := map[string]struct {
+		// input
+		kind string
+		// expected names
+		baseURL, apiKey string
+	}{
+		"anthropic uses caliban's names":               {"anthropic", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"},
+		"openai uses caliban's names":                  {"openai", "OPENAI_BASE_URL", "OPENAI_API_KEY"},
+		"google uses caliban's Gemini names":           {"google", "GEMINI_BASE_URL", "GEMINI_API_KEY"},
+		"gemini is google":                             {"gemini", "GEMINI_BASE_URL", "GEMINI_API_KEY"},
+		"azure maps to Azure OpenAI":                   {"azure", "AZURE_OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"},
+		"azure-openai maps to Azure OpenAI":            {"azure-openai", "AZURE_OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"},
+		"azure_openai maps to Azure OpenAI":            {"azure_openai", "AZURE_OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"},
+		"known kinds match whatever their case":        {"OpenAI", "OPENAI_BASE_URL", "OPENAI_API_KEY"},
+		"known kinds match upper-case":                 {"GOOGLE", "GEMINI_BASE_URL", "GEMINI_API_KEY"},
+		"known kinds match mixed-case Azure":           {"Azure-OpenAI", "AZURE_OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"},
+		"known kinds match after trimming":             {"  anthropic\t", "ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY"},
+		"another kind is upper-cased":                  {"bedrock", "BEDROCK_BASE_URL", "BEDROCK_API_KEY"},
+		"another kind in mixed case is upper-cased":    {"Bedrock", "BEDROCK_BASE_URL", "BEDROCK_API_KEY"},
+		"dashes and dots become underscores":           {"my-llm.v2", "MY_LLM_V2_BASE_URL", "MY_LLM_V2_API_KEY"},
+		"underscores and digits are kept":              {"llm_2", "LLM_2_BASE_URL", "LLM_2_API_KEY"},
+		"other characters become underscores":          {"a/b c+d", "A_B_C_D_BASE_URL", "A_B_C_D_API_KEY"},
+		"each non-ASCII character is one underscore":   {"kö", "K__BASE_URL", "K__API_KEY"},
+		"another kind is trimmed":                      {" vertex ", "VERTEX_BASE_URL", "VERTEX_API_KEY"},
+		"a google variant is not google":               {"google-vertex", "GOOGLE_VERTEX_BASE_URL", "GOOGLE_VERTEX_API_KEY"},
+		"a dotted azure is mapped by the general rule": {"azure.openai", "AZURE_OPENAI_BASE_URL", "AZURE_OPENAI_API_KEY"},
+		"ollama is no longer special":                  {"ollama", "OLLAMA_BASE_URL", "OLLAMA_API_KEY"},
+		"an empty kind still yields names":             {"", "_BASE_URL", "_API_KEY"},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			baseURL, apiKey := ProviderEnv(test.kind)
+			if diff := cmp.Diff([2]string{test.baseURL, test.apiKey}, [2]string{baseURL, apiKey}); diff != "" {
+				t.Errorf("ProviderEnv(%q) (-want +got):\n%s", test.kind, diff)
+			}
+		})
+	}
+}
+
+func TestDeadEnvNames(t *testing.T) {
+	want := []string{
+		"GONZALO_ENDPOINT",
+		"CALIBAN_ROUTER_CONFIG_REF",
+		"CALIBAN_PROVIDER_BASE_URL",
+		"CALIBAN_API_KEY",
+		"CALIBAN_MODEL",
+		"CALIBAND_LISTEN",
+		"CALIBAN_WORKSPACE_ROOT",
+		"CALIBAN_WORKSPACE_SOURCES",
+		"CALIBAN_CONTROL_TLS_CA",
+		"CALIBAN_CONTROL_TLS_SERVER_NAME",
+	}
+	if diff := cmp.Diff(want, DeadEnvNames); diff != "" {
+		t.Errorf("DeadEnvNames (-want +got):\n%s", diff)
+	}
+	// A dead name the operator also owned would be emitted by one rule and
+	// forbidden by another.
+	emitted := append([]string{
+		EnvDefaultPermissionMode, EnvAutoAllow, EnvNoPermissions, EnvNoMCP, EnvNoHooks, EnvNoSkills,
+		EnvNoSubAgent, EnvStrictKnownMarketplaces, EnvEnabledPlugins, EnvBlockedMarketplaces, EnvParallelToolLimit,
+	}, operatorOwnedFixed...)
+	for _, kind := range []string{"anthropic", "openai", "google", "azure"} {
+		b, k := ProviderEnv(kind)
+		emitted = append(emitted, b, k)
+	}
+	for _, dead := range DeadEnvNames {
+		for _, name := range emitted {
+			if dead == name {
+				t.Errorf("%s is both dead and emitted", dead)
+			}
+		}
+	}
+}
+
+func TestOperatorOwnedEnv(t *testing.T) {
+	tests := map[string]struct {
+		// inputs
+		name  string
+		kinds []string
+		// expected
+		owned bool
+	}{
+		"the daemon token is owned":                       {name: "CALIBAN_DAEMON_TOKEN", owned: true},
+		"CALIBAN_PROVIDER is owned":                       {name: "CALIBAN_PROVIDER", owned: true},
+		"the router config is owned":                      {name: "CALIBAN_ROUTER_CONFIG", owned: true},
+		"the storage substrate is owned":                  {name: "CALIBAN_STORAGE_SUBSTRATE", owned: true},
+		"the storage URL is owned":                        {name: "CALIBAN_STORAGE_REMOTE_URL", owned: true},
+		"the storage token's variable is owned":           {name: "CALIBAN_STORAGE_REMOTE_TOKEN_ENV", owned: true},
+		"the gonzalo token is owned":                      {name: "GONZALO_TOKEN", owned: true},
+		"a listed provider's key is owned":                {name: "ANTHROPIC_API_KEY", kinds: []string{"anthropic"}, owned: true},
+		"a listed provider's base URL is owned":           {name: "ANTHROPIC_BASE_URL", kinds: []string{"anthropic"}, owned: true},
+		"gemini names are owned for a google provider":    {name: "GEMINI_API_KEY", kinds: []string{"google"}, owned: true},
+		"every listed provider's names are owned":         {name: "BEDROCK_BASE_URL", kinds: []string{"openai", "Bedrock"}, owned: true},
+		"a mapped odd kind's names are owned":             {name: "MY_LLM_V2_API_KEY", kinds: []string{"my-llm.v2"}, owned: true},
+		"an unlisted provider's key is free":              {name: "OPENAI_API_KEY", kinds: []string{"anthropic"}},
+		"provider names are free without providers":       {name: "ANTHROPIC_API_KEY"},
+		"names compare case-sensitively":                  {name: "caliban_daemon_token"},
+		"agentPolicy variables may be named (typed wins)": {name: "CALIBAN_AUTO_ALLOW", kinds: []string{"anthropic"}},
+		"an ordinary variable is free":                    {name: "HTTP_PROXY", kinds: []string{"anthropic", "openai"}},
+		"a dead name is not owned, only never emitted":    {name: "CALIBAN_MODEL", kinds: []string{"anthropic"}},
+		"other daemon variables are not owned":            {name: "CALIBAN_DAEMON_RUNTIME_DIR"},
+		"an empty name is free":                           {name: ""},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := OperatorOwnedEnv(test.name, test.kinds); got != test.owned {
+				t.Errorf("OperatorOwnedEnv(%q, %q) = %v, want %v", test.name, test.kinds, got, test.owned)
+			}
+		})
+	}
+}

@@ -1,0 +1,106 @@
+package builders
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"sigs.k8s.io/yaml"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+)
+
+// The golden files are the whole apply bodies of a task's three children
+// (Sandbox, NetworkPolicy, ServiceAccount) for representative inputs, so a
+// reviewer sees every change to what reaches the cluster. The tables in the
+// other files say which rule each field follows; these files say that
+// nothing else changed. Regenerate with UPDATE_GOLDEN=1 and review the diff
+// against spec.md §4 and §5 before committing it.
+
+// renderChildren is what the operator applies for a task, as YAML documents.
+func renderChildren(t *testing.T, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s Settings) []byte {
+	t.Helper()
+	u, err := SandboxToUnstructured(BuildSandbox(tk, p, s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	for i, obj := range []any{u.Object, BuildNetworkPolicy(tk, p, s), BuildServiceAccount(tk)} {
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i > 0 {
+			out.WriteString("---\n")
+		}
+		out.Write(b)
+	}
+	return out.Bytes()
+}
+
+func TestGoldenChildren(t *testing.T) {
+	tests := map[string]struct {
+		task     *calibanv1alpha1.CalibanTask
+		pin      *calibanv1alpha1.ResolvedWorkspace
+		settings Settings
+	}{
+		"default-minimal": {
+			task:     task("refactor-auth"),
+			pin:      pin(pinSources(srcCaliban)),
+			settings: settings(),
+		},
+		"every-feature": {
+			task:     everyFeatureTask("refactor-auth"),
+			pin:      everyFeaturePin(),
+			settings: settings(),
+		},
+		"no-sources": {
+			task:     task("refactor-auth"),
+			pin:      pin(),
+			settings: settings(),
+		},
+		"dns-only-egress": {
+			task:     task("refactor-auth"),
+			pin:      pin(pinSources(srcCaliban), pinEgress()),
+			settings: settings(),
+		},
+		"ingress-narrowed": {
+			task: task("refactor-auth"),
+			pin:  pin(pinSources(srcCaliban)),
+			settings: parsedSettings(t, map[string]string{
+				"CALIBAN_INGRESS_NAMESPACE":    "prospero",
+				"CALIBAN_INGRESS_POD_SELECTOR": "app.kubernetes.io/name=prospero,app.kubernetes.io/component=control-plane",
+			}),
+		},
+		"safe-name": {
+			task:     task(longDottedName),
+			pin:      pin(pinSources(srcCaliban)),
+			settings: settings(),
+		},
+	}
+	update := os.Getenv("UPDATE_GOLDEN") == "1"
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := renderChildren(t, test.task, test.pin, test.settings)
+			file := filepath.Join("testdata", name+".yaml")
+			if update {
+				if err := os.MkdirAll("testdata", 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(file, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
+			}
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("%s (-golden +rendered); rerun with UPDATE_GOLDEN=1 if the change is intended:\n%s", file, diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,44 @@
+package builders
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+)
+
+// The operator's identity on everything it writes.
+const (
+	// FieldManager owns every field the operator applies, on children and
+	// on status.
+	FieldManager = "caliban-operator"
+
+	LabelManagedBy = "app.kubernetes.io/managed-by"
+	LabelName      = "app.kubernetes.io/name"
+	LabelTask      = "caliban.caliban-ai.dev/task"
+)
+
+// TaskLabels are the labels on every child of a task and on its pod; the
+// NetworkPolicy selects the pod by them and the Sandbox informer watches
+// only objects labelled managed-by caliban-operator.
+func TaskLabels(task *calibanv1alpha1.CalibanTask) map[string]string {
+	return map[string]string{
+		LabelManagedBy: FieldManager,
+		LabelName:      "caliband",
+		LabelTask:      TaskLabelValue(task.Name),
+	}
+}
+
+// TaskOwnerReference makes the task the controller of a child, so the
+// garbage collector deletes the child with the task, and foreground
+// deletion of the task waits for it.
+func TaskOwnerReference(task *calibanv1alpha1.CalibanTask) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion:         calibanv1alpha1.SchemeGroupVersion.String(),
+		Kind:               "CalibanTask",
+		Name:               task.Name,
+		UID:                task.UID,
+		Controller:         &yes,
+		BlockOwnerDeletion: &yes,
+	}
+}

@@ -1,0 +1,121 @@
+package builders
+
+import (
+	"fmt"
+	"strconv"
+
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+)
+
+// prospero's condition on a task, and the reasons the operator maps.
+const (
+	ConditionAgentsSettled = "AgentsSettled"
+	SettledSucceeded       = "Succeeded"
+	SettledFailed          = "Failed"
+
+	agentsFailedFallback = "one or more agents failed or crashed"
+)
+
+// TaskStatusInput is everything a task's status is derived from.
+type TaskStatusInput struct {
+	// Task as read from the cache; its own conditions (prospero's
+	// AgentsSettled) are read, never written.
+	Task *calibanv1alpha1.CalibanTask
+	// Failure, when set, is why the task cannot run this pass.
+	Failure *Failure
+	// Pin is the configuration the task runs under: the stored pin, or the
+	// one just decided. Nil before admission.
+	Pin *calibanv1alpha1.ResolvedWorkspace
+	// Posture is the admitted posture (meaningful with Pin).
+	Posture calibanv1alpha1.PermissionPosture
+	// Sandbox is the task's Sandbox as observed, nil when there is none.
+	Sandbox *sandboxv1beta1.Sandbox
+	// Now stamps a Ready condition whose status changes.
+	Now metav1.Time
+}
+
+// TaskStatus derives the whole status the operator owns (spec.md §3, "phase
+// derivation"): phase, endpoint, sandboxRef, the pin, the admitted posture,
+// observedGeneration and the Ready condition. It is total: a field left out
+// is a field server-side apply removes. Conditions of other owners are not
+// in it.
+func TaskStatus(in TaskStatusInput, s Settings) calibanv1alpha1.CalibanTaskStatus {
+	task := in.Task
+	status := calibanv1alpha1.CalibanTaskStatus{
+		ObservedGeneration: task.Generation,
+		ResolvedWorkspace:  in.Pin,
+	}
+	if in.Pin != nil {
+		status.PermissionPosture = in.Posture
+	}
+	if in.Sandbox != nil {
+		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: in.Sandbox.Name}
+	}
+
+	var ready *metav1.Condition
+	setReady := func(st metav1.ConditionStatus, reason, message string) {
+		ready = &metav1.Condition{Type: ConditionReady, Status: st, Reason: reason, Message: message, ObservedGeneration: task.Generation}
+	}
+	settled := meta.FindStatusCondition(task.Status.Conditions, ConditionAgentsSettled)
+	switch {
+	case in.Failure != nil:
+		status.Phase = calibanv1alpha1.TaskFailed
+		setReady(metav1.ConditionFalse, in.Failure.Reason, in.Failure.Message)
+	case in.Pin == nil:
+		// Waiting for the workspace: Pending, and nothing else claimed.
+		status.Phase = calibanv1alpha1.TaskPending
+	case settled != nil && settled.Status == metav1.ConditionTrue && settled.Reason == SettledSucceeded:
+		status.Phase = calibanv1alpha1.TaskCompleted
+		setReady(metav1.ConditionFalse, ReasonCompleted, "every agent has finished")
+	case settled != nil && settled.Status == metav1.ConditionTrue && settled.Reason == SettledFailed:
+		status.Phase = calibanv1alpha1.TaskFailed
+		msg := settled.Message
+		if msg == "" {
+			msg = agentsFailedFallback
+		}
+		setReady(metav1.ConditionFalse, ReasonAgentsFailed, msg)
+	case in.Sandbox == nil:
+		status.Phase = calibanv1alpha1.TaskPending
+	default:
+		sbReady := meta.FindStatusCondition(in.Sandbox.Status.Conditions, ConditionReady)
+		fqdn := in.Sandbox.Status.ServiceFQDN
+		if sbReady != nil && sbReady.Status == metav1.ConditionTrue && fqdn != "" {
+			status.Phase = calibanv1alpha1.TaskRunning
+			status.CalibandEndpoint = fqdn + ":" + strconv.Itoa(int(s.CalibandPort))
+			setReady(metav1.ConditionTrue, ReasonRunning, "caliband is serving at "+status.CalibandEndpoint)
+			break
+		}
+		status.Phase = calibanv1alpha1.TaskProvisioning
+		msg := fmt.Sprintf("Sandbox %s is not ready yet", in.Sandbox.Name)
+		switch {
+		case sbReady != nil && sbReady.Message != "":
+			msg = sbReady.Message
+		case sbReady != nil && sbReady.Status == metav1.ConditionTrue:
+			msg = fmt.Sprintf("Sandbox %s is ready but reports no serviceFQDN", in.Sandbox.Name)
+		}
+		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, msg)
+	}
+	if ready != nil {
+		status.Conditions = []metav1.Condition{withTransitionTime(*ready, task.Status.Conditions, in.Now)}
+	}
+	return status
+}
+
+// TaskStatusChanged reports whether applying desired would change a field
+// the operator owns in current. Conditions other than Ready (prospero's
+// AgentsSettled) never count, so another writer's update cannot make the
+// operator write.
+func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool {
+	return current.Phase != desired.Phase ||
+		current.CalibandEndpoint != desired.CalibandEndpoint ||
+		!apiequality.Semantic.DeepEqual(current.SandboxRef, desired.SandboxRef) ||
+		!apiequality.Semantic.DeepEqual(current.ResolvedWorkspace, desired.ResolvedWorkspace) ||
+		current.PermissionPosture != desired.PermissionPosture ||
+		current.ObservedGeneration != desired.ObservedGeneration ||
+		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))
+}

@@ -1,0 +1,218 @@
+package builders
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+)
+
+var (
+	tEarlier = metav1.NewTime(time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC))
+	tNow     = metav1.NewTime(time.Date(2026, 9, 2, 0, 0, 0, 0, time.UTC))
+)
+
+func fxPin() *calibanv1alpha1.ResolvedWorkspace {
+	return &calibanv1alpha1.ResolvedWorkspace{Provider: calibanv1alpha1.Provider{Name: "planner", Kind: "anthropic"}}
+}
+
+func fxSandbox(fqdn string, ready ...metav1.Condition) *sandboxv1beta1.Sandbox {
+	return &sandboxv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: "fix-bug-sbx", Namespace: "team"},
+		Status:     sandboxv1beta1.SandboxStatus{ServiceFQDN: fqdn, Conditions: ready},
+	}
+}
+
+func sbReady(status metav1.ConditionStatus, message string) metav1.Condition {
+	return metav1.Condition{Type: "Ready", Status: status, Reason: "DependenciesReady", Message: message, LastTransitionTime: tEarlier}
+}
+
+func settledCond(status metav1.ConditionStatus, reason, message string) func(*calibanv1alpha1.CalibanTask) {
+	return func(t *calibanv1alpha1.CalibanTask) {
+		t.Status.Conditions = append(t.Status.Conditions, metav1.Condition{
+			Type: "AgentsSettled", Status: status, Reason: reason, Message: message, LastTransitionTime: tEarlier})
+	}
+}
+
+func readyCond(status metav1.ConditionStatus, reason, message string, at metav1.Time) metav1.Condition {
+	return metav1.Condition{Type: "Ready", Status: status, Reason: reason, Message: message, ObservedGeneration: 1, LastTransitionTime: at}
+}
+
+// TestTaskStatusPhaseDerivation has one case per row of spec.md §3's phase
+// derivation table, plus the edges around them.
+func TestTaskStatusPhaseDerivation(t *testing.T) {
+	const fqdn = "fix-bug-sbx.team.svc.cluster.local"
+	ref := &calibanv1alpha1.SandboxReference{Name: "fix-bug-sbx"}
+	tests := map[string]struct {
+		// inputs
+		task    *calibanv1alpha1.CalibanTask
+		failure *Failure
+		pin     *calibanv1alpha1.ResolvedWorkspace
+		sandbox *sandboxv1beta1.Sandbox
+		// expected
+		want calibanv1alpha1.CalibanTaskStatus
+	}{
+		"an admission failure is Failed with its reason and message": {
+			task: fxTask(), failure: &Failure{ReasonWorkspaceUnresolved, "Workspace not found: 'ws'"},
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1,
+				Conditions: []metav1.Condition{readyCond("False", "WorkspaceUnresolved", "Workspace not found: 'ws'", tNow)}},
+		},
+		"a task waiting for its workspace is Pending with nothing else": {
+			task: fxTask(),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Pending", ObservedGeneration: 1},
+		},
+		"pinned with no Sandbox observed yet is Pending": {
+			task: fxTask(), pin: fxPin(),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Pending", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised"},
+		},
+		"a Sandbox with no Ready condition yet is Provisioning": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(""),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox fix-bug-sbx is not ready yet", tNow)}},
+		},
+		"a Sandbox that is not Ready carries its own message": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("False", "Pod exists with phase: Pending; Service Exists")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Pod exists with phase: Pending; Service Exists", tNow)}},
+		},
+		"a serviceFQDN alone is not readiness": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox fix-bug-sbx is not ready yet", tNow)}},
+		},
+		"Ready without a serviceFQDN is not Running": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox("", sbReady("True", "")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox fix-bug-sbx is ready but reports no serviceFQDN", tNow)}},
+		},
+		"Ready with a serviceFQDN is Running with the endpoint": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "Pod is Ready; Service Exists")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				CalibandEndpoint: fqdn + ":8443",
+				Conditions:       []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+fqdn+":8443", tNow)}},
+		},
+		"AgentsSettled Succeeded is Completed without an endpoint": {
+			task: fxTask(settledCond("True", "Succeeded", "")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Completed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "Completed", "every agent has finished", tNow)}},
+		},
+		"AgentsSettled Failed is Failed with its message": {
+			task: fxTask(settledCond("True", "Failed", "agent 2 crashed")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "AgentsFailed", "agent 2 crashed", tNow)}},
+		},
+		"AgentsSettled Failed without a message gets the fallback": {
+			task: fxTask(settledCond("True", "Failed", "")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "AgentsFailed", "one or more agents failed or crashed", tNow)}},
+		},
+		"AgentsActive leaves the task Running": {
+			task: fxTask(settledCond("False", "AgentsActive", "")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				CalibandEndpoint: fqdn + ":8443",
+				Conditions:       []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+fqdn+":8443", tNow)}},
+		},
+		"a settled condition with an unknown reason keeps the infrastructure phase": {
+			task: fxTask(settledCond("True", "Killed", "")), pin: fxPin(), sandbox: fxSandbox(fqdn),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox fix-bug-sbx is not ready yet", tNow)}},
+		},
+		"an admission failure wins over a settled condition": {
+			task: fxTask(settledCond("True", "Succeeded", "")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			failure: &Failure{ReasonInvalidState, "state.mode 's3' is not one of: remote, local"},
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "InvalidState", "state.mode 's3' is not one of: remote, local", tNow)}},
+		},
+		"a stale failure condition does not survive into Running": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.Phase = "Failed"
+				t.Status.Conditions = []metav1.Condition{readyCond("False", "WorkspaceUnresolved", "Workspace not found: 'ws'", tEarlier)}
+			}),
+			pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				CalibandEndpoint: fqdn + ":8443",
+				Conditions:       []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+fqdn+":8443", tNow)}},
+		},
+		"a Ready condition whose status holds keeps its transition time": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.Conditions = []metav1.Condition{readyCond("False", "SandboxNotReady", "older message", tEarlier)}
+			}),
+			pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("False", "Pod is Running but not Ready")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Pod is Running but not Ready", tEarlier)}},
+		},
+		"a Running task whose Sandbox loses readiness drops back to Provisioning": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.Phase, t.Status.CalibandEndpoint = "Running", fqdn+":8443"
+				t.Status.Conditions = []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+fqdn+":8443", tEarlier)}
+			}),
+			pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("False", "Pod is Running but not Ready")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Pod is Running but not Ready", tNow)}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			posture := calibanv1alpha1.PermissionPosture("")
+			if tc.pin != nil {
+				posture = calibanv1alpha1.PostureSupervised
+			}
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, Now: tNow}, DefaultSettings())
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTaskStatusChanged(t *testing.T) {
+	const fqdn = "fix-bug-sbx.team.svc.cluster.local"
+	in := TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(fqdn, sbReady("True", "")), Now: tNow}
+	running := TaskStatus(in, DefaultSettings())
+	stored := fxTask(func(t *calibanv1alpha1.CalibanTask) { t.Status = *running.DeepCopy() })
+	tests := map[string]struct {
+		current calibanv1alpha1.CalibanTaskStatus
+		changed bool
+	}{
+		"a status equal in every owned field is unchanged": {current: stored.Status},
+		"prospero's condition beside ours does not count": {
+			current: fxTask(func(t *calibanv1alpha1.CalibanTask) { t.Status = *running.DeepCopy() }, settledCond("False", "AgentsActive", "")).Status,
+		},
+		"an empty status is a change":             {current: calibanv1alpha1.CalibanTaskStatus{}, changed: true},
+		"a different phase is a change":           {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.Phase = "Provisioning" }), changed: true},
+		"a missing endpoint is a change":          {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.CalibandEndpoint = "" }), changed: true},
+		"a missing sandboxRef is a change":        {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.SandboxRef = nil }), changed: true},
+		"a missing pin is a change":               {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.ResolvedWorkspace = nil }), changed: true},
+		"another posture is a change":             {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.PermissionPosture = "unattended" }), changed: true},
+		"an older observedGeneration is a change": {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.ObservedGeneration = 0 }), changed: true},
+		"another Ready message is a change": {
+			current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.Conditions[0].Message = "x" }), changed: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := TaskStatusChanged(tc.current, running); got != tc.changed {
+				t.Errorf("changed = %v, want %v", got, tc.changed)
+			}
+		})
+	}
+
+	t.Run("a second derivation from the stored status changes nothing", func(t *testing.T) {
+		in2 := in
+		in2.Task = stored
+		in2.Now = metav1.NewTime(tNow.Add(time.Hour))
+		if TaskStatusChanged(stored.Status, TaskStatus(in2, DefaultSettings())) {
+			t.Error("a resync would write")
+		}
+	})
+}
+
+func mutate(s calibanv1alpha1.CalibanTaskStatus, f func(*calibanv1alpha1.CalibanTaskStatus)) calibanv1alpha1.CalibanTaskStatus {
+	s = *s.DeepCopy()
+	f(&s)
+	return s
+}

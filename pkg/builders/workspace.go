@@ -1,0 +1,241 @@
+package builders
+
+import (
+	"fmt"
+	"net/netip"
+	"path"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+)
+
+// SecretGetter returns the Secret of that name in the object's namespace,
+// or nil when there is none. An error means the answer is unknown (the API
+// failed): callers retry rather than fail the object.
+type SecretGetter func(name string) (*corev1.Secret, error)
+
+// secretHasKey reports whether key is in the Secret's data or stringData.
+func secretHasKey(s *corev1.Secret, key string) bool {
+	if s == nil {
+		return false
+	}
+	if _, ok := s.Data[key]; ok {
+		return true
+	}
+	_, ok := s.StringData[key]
+	return ok
+}
+
+// ConditionReady is the condition type the operator owns on both kinds.
+const ConditionReady = "Ready"
+
+// Workspace Ready reasons.
+const (
+	ReasonWorkspaceValid   = "Valid"
+	ReasonWorkspaceInvalid = "Invalid"
+)
+
+// ValidateWorkspace runs spec.md §2's checks in order and returns the first
+// problem as a message naming the field, or "" when the workspace is valid.
+// root is the operator's workspace root. The error is the secret lookup's,
+// returned when the answer cannot be known.
+func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecret SecretGetter) (string, error) {
+	checks := []func() string{
+		func() string { return sourcePathProblem(spec.Sources, root) },    // sources land strictly under the root, each in its own place
+		func() string { return egressProblem(spec.Egress) },               // every CIDR and port is usable in a NetworkPolicy
+		func() string { return duplicateProviderProblem(spec.Providers) }, // providers are addressable by name
+		func() string { return defaultProviderProblem(spec) },             // defaultProvider points somewhere
+		func() string { return envProblem(spec.Env, spec.Providers) },     // env neither repeats nor shadows the operator's own variables
+		func() string { return agentPolicyProblem(spec.AgentPolicy) },     // caliban would refuse to start
+		func() string { return providerKindProblem(spec.Providers) },      // the kind's variables are ones caliban may see
+	}
+	for _, check := range checks {
+		if p := check(); p != "" {
+			return p, nil
+		}
+	}
+	// Credentials last: the only check that reads the API.
+	for _, p := range spec.Providers {
+		if p.CredentialsRef == nil {
+			continue
+		}
+		secret, err := getSecret(p.CredentialsRef.SecretName)
+		if err != nil {
+			return "", fmt.Errorf("provider '%s': reading secret '%s': %w", p.Name, p.CredentialsRef.SecretName, err)
+		}
+		if !secretHasKey(secret, p.CredentialsRef.Key) {
+			return fmt.Sprintf("provider '%s': secret '%s' key '%s' not found", p.Name, p.CredentialsRef.SecretName, p.CredentialsRef.Key), nil
+		}
+	}
+	return "", nil
+}
+
+func sourcePathProblem(sources []calibanv1alpha1.Source, root string) string {
+	root = path.Clean(root)
+	seen := map[string]string{}
+	for i, s := range sources {
+		p := path.Clean(s.Path)
+		if !path.IsAbs(s.Path) || !strings.HasPrefix(p, root+"/") {
+			return fmt.Sprintf("sources[%d] '%s': path '%s' is not under the workspace root '%s'", i, s.Name, s.Path, root)
+		}
+		if other, dup := seen[p]; dup {
+			return fmt.Sprintf("sources[%d] '%s': path '%s' is also the path of source '%s'", i, s.Name, s.Path, other)
+		}
+		seen[p] = s.Name
+	}
+	return ""
+}
+
+func egressProblem(egress *calibanv1alpha1.Egress) string {
+	if egress == nil {
+		return ""
+	}
+	for i, rule := range egress.Allow {
+		if _, err := netip.ParsePrefix(rule.CIDR); err != nil {
+			return fmt.Sprintf("egress.allow[%d]: cidr '%s' is not an IPv4 or IPv6 CIDR", i, rule.CIDR)
+		}
+		for _, port := range rule.Ports {
+			if port < 1 || port > 65535 {
+				return fmt.Sprintf("egress.allow[%d]: port %d is outside 1-65535", i, port)
+			}
+		}
+	}
+	return ""
+}
+
+func duplicateProviderProblem(providers []calibanv1alpha1.Provider) string {
+	seen := map[string]bool{}
+	for _, p := range providers {
+		if seen[p.Name] {
+			return fmt.Sprintf("duplicate provider name '%s'", p.Name)
+		}
+		seen[p.Name] = true
+	}
+	return ""
+}
+
+func defaultProviderProblem(spec *calibanv1alpha1.WorkspaceSpec) string {
+	if spec.DefaultProvider == "" || findProvider(spec.Providers, spec.DefaultProvider) != nil {
+		return ""
+	}
+	return fmt.Sprintf("defaultProvider '%s' names no provider", spec.DefaultProvider)
+}
+
+func envProblem(env []calibanv1alpha1.EnvVar, providers []calibanv1alpha1.Provider) string {
+	kinds := make([]string, 0, len(providers))
+	for _, p := range providers {
+		kinds = append(kinds, p.Kind)
+	}
+	seen := map[string]bool{}
+	for i, e := range env {
+		if seen[e.Name] {
+			return fmt.Sprintf("env[%d]: duplicate name '%s'", i, e.Name)
+		}
+		seen[e.Name] = true
+		if OperatorOwnedEnv(e.Name, kinds) {
+			return fmt.Sprintf("env[%d]: '%s' is set by the operator itself and cannot be overridden", i, e.Name)
+		}
+		if slices.Contains(DeadEnvNames, e.Name) {
+			return fmt.Sprintf("env[%d]: '%s' must not be set in agent pods (caliban does not read it, or caliband sets it for its workers)", i, e.Name)
+		}
+	}
+	return ""
+}
+
+func agentPolicyProblem(policy *calibanv1alpha1.AgentPolicy) string {
+	if policy != nil && isTrue(policy.NoPermissions) && isTrue(policy.AutoAllow) {
+		return "agentPolicy.noPermissions and agentPolicy.autoAllow cannot both be true (caliban refuses to start with both)"
+	}
+	return ""
+}
+
+// providerKindProblem refuses a kind whose derived variable names (the
+// <KIND>_BASE_URL/<KIND>_API_KEY rule) land on a variable that must never
+// reach the pod or that the operator sets for another purpose, such as kind
+// "caliban" becoming CALIBAN_API_KEY.
+func providerKindProblem(providers []calibanv1alpha1.Provider) string {
+	for i, p := range providers {
+		baseURL, apiKey := ProviderEnv(p.Kind)
+		for _, name := range []string{baseURL, apiKey} {
+			if slices.Contains(DeadEnvNames, name) || slices.Contains(reservedNames, name) {
+				return fmt.Sprintf("providers[%d] '%s': kind '%s' would set %s, which the agent pod must not carry; use a different kind", i, p.Name, p.Kind, name)
+			}
+		}
+	}
+	return ""
+}
+
+// reservedNames are operator-set variables a provider kind could spell.
+var reservedNames = []string{EnvDaemonToken, EnvProvider, EnvRouterConfig, EnvStorageSubstrate, EnvStorageRemoteURL, EnvStorageRemoteTokenEnv, EnvGonzaloToken}
+
+func findProvider(providers []calibanv1alpha1.Provider, name string) *calibanv1alpha1.Provider {
+	for i := range providers {
+		if providers[i].Name == name {
+			return &providers[i]
+		}
+	}
+	return nil
+}
+
+func isTrue(b *bool) bool { return b != nil && *b }
+
+// WorkspaceStatus is the whole status the operator owns for a workspace
+// whose validation returned problem ("" when valid). current is the stored
+// status: its Ready condition's lastTransitionTime survives when the
+// condition's status does not change.
+func WorkspaceStatus(ws *calibanv1alpha1.Workspace, problem string, now metav1.Time) calibanv1alpha1.WorkspaceStatus {
+	status := calibanv1alpha1.WorkspaceStatus{
+		Phase:              calibanv1alpha1.WorkspaceReady,
+		ObservedGeneration: ws.Generation,
+	}
+	ready := metav1.Condition{
+		Type:               ConditionReady,
+		Status:             metav1.ConditionTrue,
+		Reason:             ReasonWorkspaceValid,
+		Message:            "the workspace is valid",
+		ObservedGeneration: ws.Generation,
+	}
+	if problem != "" {
+		status.Phase = calibanv1alpha1.WorkspaceFailed
+		status.Message = problem
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonWorkspaceInvalid, problem
+	}
+	status.Conditions = []metav1.Condition{withTransitionTime(ready, ws.Status.Conditions, now)}
+	return status
+}
+
+// WorkspaceStatusChanged reports whether applying desired would change
+// anything the operator owns in current: phase, message, observedGeneration
+// or the Ready condition. Conditions of other types are not the operator's
+// and never count.
+func WorkspaceStatusChanged(current, desired calibanv1alpha1.WorkspaceStatus) bool {
+	return current.Phase != desired.Phase ||
+		current.Message != desired.Message ||
+		current.ObservedGeneration != desired.ObservedGeneration ||
+		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))
+}
+
+// withTransitionTime stamps cond with now, or with the time the existing
+// condition of its type last changed status when its status is the same:
+// a transition time that moved on every pass would make every pass a write.
+func withTransitionTime(cond metav1.Condition, existing []metav1.Condition, now metav1.Time) metav1.Condition {
+	cond.LastTransitionTime = now
+	if old := meta.FindStatusCondition(existing, cond.Type); old != nil && old.Status == cond.Status {
+		cond.LastTransitionTime = old.LastTransitionTime
+	}
+	return cond
+}
+
+func sameCondition(a, b *metav1.Condition) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	// Semantic equality compares times as instants, whatever their location.
+	return apiequality.Semantic.DeepEqual(*a, *b)
+}

@@ -1,0 +1,299 @@
+package builders
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+)
+
+// fxWorkspace is a valid workspace; mods break or extend it.
+func fxWorkspace(mods ...func(*calibanv1alpha1.Workspace)) *calibanv1alpha1.Workspace {
+	ws := &calibanv1alpha1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: "ws", Namespace: "team", Generation: 3},
+		Spec: calibanv1alpha1.WorkspaceSpec{
+			DisplayName: "Team workspace",
+			Sources: []calibanv1alpha1.Source{
+				{Name: "app", Repo: "https://example.com/app.git", Ref: "main", Path: "/work/app"},
+				{Name: "lib", Repo: "https://example.com/lib.git", Ref: "v1", Path: "/work/lib"},
+			},
+			Providers: []calibanv1alpha1.Provider{{
+				Name: "planner", Kind: "anthropic", Model: "m1",
+				CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: "anthropic-key", Key: "api-key"},
+			}},
+		},
+		Status: calibanv1alpha1.WorkspaceStatus{Phase: calibanv1alpha1.WorkspaceReady, ObservedGeneration: 3},
+	}
+	for _, m := range mods {
+		m(ws)
+	}
+	return ws
+}
+
+// fxSecrets serves Secrets from a map, like a GET by name.
+func fxSecrets(secrets ...*corev1.Secret) SecretGetter {
+	return func(name string) (*corev1.Secret, error) {
+		for _, s := range secrets {
+			if s.Name == name {
+				return s, nil
+			}
+		}
+		return nil, nil
+	}
+}
+
+func fxSecret(name string, keys ...string) *corev1.Secret {
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string][]byte{}}
+	for _, k := range keys {
+		s.Data[k] = []byte("x")
+	}
+	return s
+}
+
+func TestValidateWorkspace(t *testing.T) {
+	anthropicKey := fxSecret("anthropic-key", "api-key")
+	tests := map[string]struct {
+		// inputs
+		ws      *calibanv1alpha1.Workspace
+		secrets []*corev1.Secret
+		// expected
+		problem string
+	}{
+		"a valid workspace has no problem": {
+			ws: fxWorkspace(), secrets: []*corev1.Secret{anthropicKey},
+		},
+		"a keyless provider needs no secret": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Providers[0].CredentialsRef = nil }),
+		},
+		"a workspace may start bare": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources = nil }),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
+		"a key in stringData counts": {
+			ws:      fxWorkspace(),
+			secrets: []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Name: "anthropic-key"}, StringData: map[string]string{"api-key": "x"}}},
+		},
+		"a missing secret fails naming provider, secret and key": {
+			ws:      fxWorkspace(),
+			problem: "provider 'planner': secret 'anthropic-key' key 'api-key' not found",
+		},
+		"a secret without the key fails the same way": {
+			ws: fxWorkspace(), secrets: []*corev1.Secret{fxSecret("anthropic-key", "other")},
+			problem: "provider 'planner': secret 'anthropic-key' key 'api-key' not found",
+		},
+		"a source path outside the root fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[1].Path = "/tmp/lib" }),
+			problem: "sources[1] 'lib': path '/tmp/lib' is not under the workspace root '/work'",
+		},
+		"the root itself is not strictly under the root": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[0].Path = "/work/" }),
+			problem: "sources[0] 'app': path '/work/' is not under the workspace root '/work'",
+		},
+		"a path escaping the root with .. fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[0].Path = "/work/../etc" }),
+			problem: "sources[0] 'app': path '/work/../etc' is not under the workspace root '/work'",
+		},
+		"a relative path fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[0].Path = "work/app" }),
+			problem: "sources[0] 'app': path 'work/app' is not under the workspace root '/work'",
+		},
+		"a sibling that only shares the root's prefix fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[0].Path = "/workspace/app" }),
+			problem: "sources[0] 'app': path '/workspace/app' is not under the workspace root '/work'",
+		},
+		"two sources at the same path fail": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[1].Path = "/work/app/" }),
+			problem: "sources[1] 'lib': path '/work/app/' is also the path of source 'app'",
+		},
+		"an unparsable CIDR fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8"}, {CIDR: "10.0.0.1"}}}
+			}),
+			problem: "egress.allow[1]: cidr '10.0.0.1' is not an IPv4 or IPv6 CIDR",
+		},
+		"a prefix longer than the address fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/33"}}}
+			}),
+			problem: "egress.allow[0]: cidr '10.0.0.0/33' is not an IPv4 or IPv6 CIDR",
+		},
+		"an IPv6 CIDR is fine": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "2001:db8::/32", Ports: []int32{443}}}}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
+		"a port outside 1-65535 fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443, 0}}}}
+			}),
+			problem: "egress.allow[0]: port 0 is outside 1-65535",
+		},
+		"duplicate provider names fail": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Providers = append(ws.Spec.Providers, calibanv1alpha1.Provider{Name: "planner", Kind: "openai"})
+			}),
+			problem: "duplicate provider name 'planner'",
+		},
+		"a dangling defaultProvider fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.DefaultProvider = "coder" }),
+			problem: "defaultProvider 'coder' names no provider",
+		},
+		"a repeated env name fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "A", Value: "1"}, {Name: "A", Value: "2"}}
+			}),
+			problem: "env[1]: duplicate name 'A'",
+		},
+		"env that shadows the provider's key variable fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "ANTHROPIC_API_KEY", Value: "sk-leak"}}
+			}),
+			problem: "env[0]: 'ANTHROPIC_API_KEY' is set by the operator itself and cannot be overridden",
+		},
+		"env that shadows the daemon token fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "CALIBAN_DAEMON_TOKEN", Value: "t"}}
+			}),
+			problem: "env[0]: 'CALIBAN_DAEMON_TOKEN' is set by the operator itself and cannot be overridden",
+		},
+		"env naming a variable caliban must never see fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "GONZALO_ENDPOINT", Value: "http://g"}}
+			}),
+			problem: "env[0]: 'GONZALO_ENDPOINT' must not be set in agent pods (caliban does not read it, or caliband sets it for its workers)",
+		},
+		"env naming an agentPolicy variable is allowed": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "CALIBAN_NO_MCP", Value: "true"}}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
+		"noPermissions with autoAllow fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{NoPermissions: new(true), AutoAllow: new(true), AllowUnattended: true}
+			}),
+			problem: "agentPolicy.noPermissions and agentPolicy.autoAllow cannot both be true (caliban refuses to start with both)",
+		},
+		"a provider kind that would spell a dead variable fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Providers[0].Kind = "caliban" }),
+			problem: "providers[0] 'planner': kind 'caliban' would set CALIBAN_API_KEY, which the agent pod must not carry; use a different kind",
+		},
+		"noPermissions with autoAllow false is fine": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{NoPermissions: new(true), AutoAllow: new(false)}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
+		"the first problem in spec order wins": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.DefaultProvider = "nobody"
+				ws.Spec.Sources[0].Path = "/elsewhere"
+			}),
+			problem: "sources[0] 'app': path '/elsewhere' is not under the workspace root '/work'",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ValidateWorkspace(&tc.ws.Spec, "/work", fxSecrets(tc.secrets...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.problem {
+				t.Errorf("problem = %q, want %q", got, tc.problem)
+			}
+		})
+	}
+}
+
+func TestValidateWorkspaceReturnsLookupErrorsInsteadOfFailing(t *testing.T) {
+	boom := errors.New("connection refused")
+	problem, err := ValidateWorkspace(&fxWorkspace().Spec, "/work", func(string) (*corev1.Secret, error) { return nil, boom })
+	if !errors.Is(err, boom) || problem != "" {
+		t.Errorf("got problem %q, err %v; want no problem and the lookup error", problem, err)
+	}
+}
+
+func TestWorkspaceStatus(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	t1 := metav1.NewTime(t0.Add(time.Hour))
+	readyAt := func(ts metav1.Time) []metav1.Condition {
+		return []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Valid", Message: "the workspace is valid", ObservedGeneration: 3, LastTransitionTime: ts}}
+	}
+	tests := map[string]struct {
+		ws      *calibanv1alpha1.Workspace
+		problem string
+		want    calibanv1alpha1.WorkspaceStatus
+	}{
+		"a valid workspace is Ready with the generation it reflects": {
+			ws:   fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Status = calibanv1alpha1.WorkspaceStatus{} }),
+			want: calibanv1alpha1.WorkspaceStatus{Phase: "Ready", ObservedGeneration: 3, Conditions: readyAt(t1)},
+		},
+		"an invalid workspace is Failed with the message": {
+			ws:      fxWorkspace(),
+			problem: "duplicate provider name 'p'",
+			want: calibanv1alpha1.WorkspaceStatus{Phase: "Failed", Message: "duplicate provider name 'p'", ObservedGeneration: 3,
+				Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Invalid", Message: "duplicate provider name 'p'", ObservedGeneration: 3, LastTransitionTime: t1}}},
+		},
+		"a Ready condition that stays True keeps its transition time": {
+			ws:   fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Status.Conditions = readyAt(t0) }),
+			want: calibanv1alpha1.WorkspaceStatus{Phase: "Ready", ObservedGeneration: 3, Conditions: readyAt(t0)},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := WorkspaceStatus(tc.ws, tc.problem, t1)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestWorkspaceStatusChanged(t *testing.T) {
+	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	settled := WorkspaceStatus(fxWorkspace(), "", now)
+	foreign := metav1.Condition{Type: "Audited", Status: metav1.ConditionTrue, Reason: "Checked", LastTransitionTime: now}
+	tests := map[string]struct {
+		current calibanv1alpha1.WorkspaceStatus
+		changed bool
+	}{
+		"the same status is unchanged":             {current: settled},
+		"another owner's condition does not count": {current: withConditions(settled, append(settled.Conditions, foreign)...)},
+		"an empty status is a change":              {current: calibanv1alpha1.WorkspaceStatus{}, changed: true},
+		"an older observedGeneration is a change": {
+			current: func() calibanv1alpha1.WorkspaceStatus { s := *settled.DeepCopy(); s.ObservedGeneration = 2; return s }(),
+			changed: true,
+		},
+		"a different message is a change": {
+			current: func() calibanv1alpha1.WorkspaceStatus { s := *settled.DeepCopy(); s.Message = "old"; return s }(),
+			changed: true,
+		},
+		"a Ready condition with another reason is a change": {
+			current: func() calibanv1alpha1.WorkspaceStatus {
+				s := *settled.DeepCopy()
+				s.Conditions[0].Reason = "Other"
+				return s
+			}(),
+			changed: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := WorkspaceStatusChanged(tc.current, settled); got != tc.changed {
+				t.Errorf("changed = %v, want %v", got, tc.changed)
+			}
+		})
+	}
+}
+
+func withConditions(s calibanv1alpha1.WorkspaceStatus, conds ...metav1.Condition) calibanv1alpha1.WorkspaceStatus {
+	s = *s.DeepCopy()
+	s.Conditions = conds
+	return s
+}
