@@ -1,0 +1,128 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// syncFunc reconciles one object. A nil error with after > 0 asks to look
+// again after that long (the object waits on time, not on an event); an
+// error asks for a rate-limited retry and is returned only when a retry can
+// help.
+type syncFunc func(ctx context.Context, key cache.ObjectName) (after time.Duration, err error)
+
+// drainTimeout bounds how long shutdown waits for syncs in flight.
+const drainTimeout = 10 * time.Second
+
+// loop is the queue-and-workers part every controller shares: named queue,
+// cache-sync wait, workers, and a shutdown that lets in-flight syncs finish.
+type loop struct {
+	name    string
+	queue   workqueue.TypedRateLimitingInterface[cache.ObjectName]
+	synced  []cache.InformerSynced
+	sync    syncFunc
+	metrics *Metrics
+}
+
+func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], metrics *Metrics) *loop {
+	cfg := workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name}
+	if metrics != nil {
+		cfg.MetricsProvider = metrics.WorkqueueProvider()
+	}
+	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: metrics}
+}
+
+// rateLimiter is the retry policy of a controller's queue: per-item
+// exponential backoff for failing objects, and an overall bucket so a burst
+// of failures cannot flood the apiserver.
+func rateLimiter(base, max time.Duration) workqueue.TypedRateLimiter[cache.ObjectName] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[cache.ObjectName](base, max),
+		&workqueue.TypedBucketRateLimiter[cache.ObjectName]{Limiter: newBucket(50, 300)},
+	)
+}
+
+func (l *loop) enqueue(obj any) {
+	key, err := cache.ObjectToName(obj)
+	if err != nil {
+		utilruntime.HandleError(err)
+		return
+	}
+	l.queue.Add(key)
+}
+
+// run blocks until ctx is done, then stops taking work and waits for the
+// syncs in flight.
+func (l *loop) run(ctx context.Context, workers int) error {
+	defer utilruntime.HandleCrashWithContext(ctx)
+	logger := klog.FromContext(ctx).WithValues("controller", l.name)
+	ctx = klog.NewContext(ctx, logger)
+
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.synced...) {
+		l.queue.ShutDown()
+		if ctx.Err() != nil {
+			return nil // shut down before the caches synced: nothing to drain
+		}
+		return fmt.Errorf("%s: caches did not sync", l.name)
+	}
+	// Syncs in flight when ctx ends may finish their API calls, for at
+	// most drainTimeout: a half-written status is worse than a late exit.
+	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+
+	logger.Info("Starting workers", "count", workers)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for l.processNextWorkItem(workCtx) {
+			}
+		})
+	}
+	<-ctx.Done()
+	logger.Info("Shutting down: waiting for syncs in flight")
+	timer := time.AfterFunc(drainTimeout, cancelWork)
+	defer timer.Stop()
+	l.queue.ShutDownWithDrain()
+	wg.Wait()
+	return nil
+}
+
+func (l *loop) processNextWorkItem(ctx context.Context) bool {
+	key, shutdown := l.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer l.queue.Done(key)
+
+	start := time.Now()
+	after, err := l.sync(ctx, key)
+	if l.metrics != nil {
+		l.metrics.observeSync(l.name, time.Since(start), err)
+	}
+	if err != nil {
+		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "controller", l.name, "object", key)
+		l.queue.AddRateLimited(key)
+		return true
+	}
+	l.queue.Forget(key)
+	if after > 0 {
+		l.queue.AddAfter(key, after)
+	}
+	return true
+}
+
+// cacheSyncedAll waits for every informer of every controller.
+func cacheSyncedAll(ctx context.Context, synced ...[]cache.InformerSynced) bool {
+	var all []cache.InformerSynced
+	for _, s := range synced {
+		all = append(all, s...)
+	}
+	return cache.WaitForCacheSync(ctx.Done(), all...)
+}

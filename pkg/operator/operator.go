@@ -1,0 +1,134 @@
+package operator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
+	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
+)
+
+// resyncPeriod is the informers' periodic resync: a safety net, not the
+// trigger (events and requeues are).
+const resyncPeriod = 300 * time.Second
+
+// Clients are the API clients the controllers use.
+type Clients struct {
+	Kube    kubernetes.Interface
+	Caliban calibanclient.Interface
+	Dynamic dynamic.Interface
+}
+
+// Operator runs both controllers for one leadership term.
+type Operator struct {
+	Clients  Clients
+	Settings builders.Settings
+	Metrics  *Metrics
+	Clock    clock.PassiveClock
+
+	running   atomic.Bool
+	gaugeOnce sync.Once
+}
+
+// Running reports whether controllers are running with synced caches
+// (what /readyz reports while leading).
+func (o *Operator) Running() bool { return o.running.Load() }
+
+// Run builds fresh informers and controllers, runs them until ctx is done
+// and waits for them to stop. Each leadership term calls it anew, so no
+// state survives from a previous term.
+func (o *Operator) Run(ctx context.Context) error {
+	logger := klog.FromContext(ctx)
+	s := o.Settings
+	clk := o.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+
+	scheme := clientgoscheme.Scheme
+	if err := calibanscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	broadcaster := NewEventBroadcaster(o.Clients.Kube, s.ControllerPodName)
+	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
+		return fmt.Errorf("starting the event sink: %w", err)
+	}
+	defer broadcaster.Shutdown()
+	recorder := NewRecorder(broadcaster, scheme)
+
+	ownedOnly := func(o *metav1.ListOptions) {
+		o.LabelSelector = labels.Set{builders.LabelManagedBy: builders.FieldManager}.String()
+	}
+	calibanFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Caliban, resyncPeriod,
+		calibaninformerfactory.WithNamespace(s.WatchNamespace))
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, resyncPeriod,
+		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
+	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Clients.Dynamic, resyncPeriod, s.WatchNamespace, ownedOnly)
+
+	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
+	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
+	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, s, recorder, o.Metrics, clk)
+	if err != nil {
+		return err
+	}
+	tc, err := NewTaskController(o.Clients.Caliban, o.Clients.Kube, o.Clients.Dynamic, tasks, workspaces,
+		kubeFactory.Core().V1().ServiceAccounts(), kubeFactory.Networking().V1().NetworkPolicies(),
+		dynFactory.ForResource(sandboxGVR), s, recorder, o.Metrics, clk)
+	if err != nil {
+		return err
+	}
+	if o.Metrics != nil {
+		// The registry outlives a term; the gauges read whichever listers
+		// the first term made, which is all a standby-then-leader needs.
+		o.gaugeOnce.Do(func() {
+			if err := o.Metrics.RegisterPhaseGauges(tasks.Lister(), workspaces.Lister()); err != nil {
+				logger.Error(err, "Registering phase gauges")
+			}
+		})
+	}
+
+	calibanFactory.Start(ctx.Done())
+	kubeFactory.Start(ctx.Done())
+	dynFactory.Start(ctx.Done())
+	defer func() {
+		calibanFactory.Shutdown()
+		kubeFactory.Shutdown()
+		dynFactory.Shutdown()
+	}()
+
+	errs := make(chan error, 2)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs <- wc.Run(ctx, s.Workers) })
+	wg.Go(func() { errs <- tc.Run(ctx, s.Workers) })
+	go func() {
+		// Ready once both controllers have synced caches and started.
+		if cacheSyncedAll(ctx, wc.synced, tc.synced) {
+			o.running.Store(true)
+			logger.Info("Controllers running")
+		}
+	}()
+	wg.Wait()
+	o.running.Store(false)
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return errors.Join(all...)
+}

@@ -1,0 +1,7 @@
+package operator
+
+import "golang.org/x/time/rate"
+
+func newBucket(qps float64, burst int) *rate.Limiter {
+	return rate.NewLimiter(rate.Limit(qps), burst)
+}

@@ -1,0 +1,414 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	networkinglisters "k8s.io/client-go/listers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
+	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
+)
+
+// TaskControllerName names the CalibanTask queue (and its metrics).
+const TaskControllerName = "calibantask"
+
+// Requeue intervals of spec.md §3: a task waiting on a Pending workspace
+// looks again soon (the workspace index usually wakes it sooner); a failed
+// admission waits longer, since a person has to change something.
+const (
+	pendingWorkspaceRequeue = 10 * time.Second
+	failureRequeue          = 30 * time.Second
+)
+
+// workspaceIndex indexes tasks by the Workspace they name, as
+// "<namespace>/<workspace>".
+const workspaceIndex = "workspaceRef"
+
+var taskGroupKind = schema.GroupKind{Group: calibanv1alpha1.GroupName, Kind: "CalibanTask"}
+
+// TaskController admits CalibanTasks, pins their configuration, and keeps
+// their Sandbox, ServiceAccount and NetworkPolicy applied.
+type TaskController struct {
+	*loop
+	caliban         calibanclient.Interface
+	kube            kubernetes.Interface
+	dynamic         dynamic.Interface
+	tasks           calibanlisters.CalibanTaskLister
+	taskIndexer     cache.Indexer
+	workspaces      calibanlisters.WorkspaceLister
+	serviceAccounts corelisters.ServiceAccountLister
+	networkPolicies networkinglisters.NetworkPolicyLister
+	sandboxes       cache.GenericLister
+	settings        builders.Settings
+	recorder        Recorder
+	clock           clock.PassiveClock
+}
+
+// NewTaskController wires the controller to its informers: tasks,
+// workspaces (to admit, and to wake tasks when a workspace's status
+// changes), and the three kinds of children (to repair them). Child
+// informers should be restricted to objects labelled managed-by
+// caliban-operator.
+func NewTaskController(
+	caliban calibanclient.Interface,
+	kube kubernetes.Interface,
+	dyn dynamic.Interface,
+	tasks calibaninformers.CalibanTaskInformer,
+	workspaces calibaninformers.WorkspaceInformer,
+	serviceAccounts coreinformers.ServiceAccountInformer,
+	networkPolicies networkinginformers.NetworkPolicyInformer,
+	sandboxes informers.GenericInformer,
+	settings builders.Settings,
+	recorder Recorder,
+	metrics *Metrics,
+	clk clock.PassiveClock,
+) (*TaskController, error) {
+	c := &TaskController{
+		loop:            newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics),
+		caliban:         caliban,
+		kube:            kube,
+		dynamic:         dyn,
+		tasks:           tasks.Lister(),
+		taskIndexer:     tasks.Informer().GetIndexer(),
+		workspaces:      workspaces.Lister(),
+		serviceAccounts: serviceAccounts.Lister(),
+		networkPolicies: networkPolicies.Lister(),
+		sandboxes:       sandboxes.Lister(),
+		settings:        settings,
+		recorder:        recorder,
+		clock:           clk,
+	}
+	c.sync = c.syncTask
+	c.synced = []cache.InformerSynced{
+		tasks.Informer().HasSynced, workspaces.Informer().HasSynced,
+		serviceAccounts.Informer().HasSynced, networkPolicies.Informer().HasSynced, sandboxes.Informer().HasSynced,
+	}
+
+	if err := tasks.Informer().AddIndexers(cache.Indexers{workspaceIndex: indexByWorkspace}); err != nil {
+		return nil, fmt.Errorf("adding the CalibanTask workspace index: %w", err)
+	}
+	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueue,
+		UpdateFunc: func(old, new any) {
+			if old.(*calibanv1alpha1.CalibanTask).ResourceVersion != new.(*calibanv1alpha1.CalibanTask).ResourceVersion {
+				c.enqueue(new)
+			}
+		},
+	}); err != nil {
+		return nil, fmt.Errorf("adding CalibanTask event handler: %w", err)
+	}
+	if _, err := workspaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueTasksOfWorkspace,
+		UpdateFunc: func(old, new any) {
+			o, n := old.(*calibanv1alpha1.Workspace), new.(*calibanv1alpha1.Workspace)
+			if o.Status.Phase != n.Status.Phase || o.Status.ObservedGeneration != n.Status.ObservedGeneration || o.Status.Message != n.Status.Message {
+				c.enqueueTasksOfWorkspace(n)
+			}
+		},
+		DeleteFunc: c.enqueueTasksOfWorkspace,
+	}); err != nil {
+		return nil, fmt.Errorf("adding Workspace event handler: %w", err)
+	}
+	children := cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueOwner,
+		UpdateFunc: func(old, new any) {
+			o, errO := meta.Accessor(old)
+			n, errN := meta.Accessor(new)
+			if errO == nil && errN == nil && o.GetResourceVersion() == n.GetResourceVersion() {
+				return
+			}
+			c.enqueueOwner(new)
+		},
+		DeleteFunc: c.enqueueOwner,
+	}
+	for kind, inf := range map[string]cache.SharedIndexInformer{
+		"ServiceAccount": serviceAccounts.Informer(),
+		"NetworkPolicy":  networkPolicies.Informer(),
+		"Sandbox":        sandboxes.Informer(),
+	} {
+		if _, err := inf.AddEventHandler(children); err != nil {
+			return nil, fmt.Errorf("adding %s event handler: %w", kind, err)
+		}
+	}
+	return c, nil
+}
+
+// Run processes the queue with workers until ctx is done.
+func (c *TaskController) Run(ctx context.Context, workers int) error { return c.run(ctx, workers) }
+
+func indexByWorkspace(obj any) ([]string, error) {
+	t, ok := obj.(*calibanv1alpha1.CalibanTask)
+	if !ok {
+		return nil, nil
+	}
+	return []string{t.Namespace + "/" + t.Spec.WorkspaceRef.Name}, nil
+}
+
+// enqueueTasksOfWorkspace wakes the tasks still waiting for admission
+// against a workspace whose status changed. Pinned tasks never look at
+// their workspace again.
+func (c *TaskController) enqueueTasksOfWorkspace(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	ws, ok := obj.(*calibanv1alpha1.Workspace)
+	if !ok {
+		return
+	}
+	tasks, err := c.taskIndexer.ByIndex(workspaceIndex, ws.Namespace+"/"+ws.Name)
+	if err != nil {
+		return
+	}
+	for _, t := range tasks {
+		if task := t.(*calibanv1alpha1.CalibanTask); task.Status.ResolvedWorkspace == nil {
+			c.enqueue(task)
+		}
+	}
+}
+
+// enqueueOwner wakes the task that controls a child. The owner reference
+// must name a CalibanTask of this API group, and its UID must be the UID of
+// the task the cache holds under that name: a task deleted and re-created
+// with the same name is a different task.
+func (c *TaskController) enqueueOwner(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	object, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	ref := metav1.GetControllerOf(object)
+	if ref == nil {
+		return
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != taskGroupKind.Group || ref.Kind != taskGroupKind.Kind {
+		return
+	}
+	task, err := c.tasks.CalibanTasks(object.GetNamespace()).Get(ref.Name)
+	if err != nil || task.UID != ref.UID {
+		return
+	}
+	c.enqueue(task)
+}
+
+func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+	task, err := c.tasks.CalibanTasks(key.Namespace).Get(key.Name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if task.DeletionTimestamp != nil {
+		// The garbage collector removes the children; applying now would
+		// only race it.
+		return 0, nil
+	}
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("calibantask", klog.KObj(task)))
+	after, err := c.reconcile(ctx, task)
+	if err != nil {
+		c.recorder.Event(task, corev1.EventTypeWarning, EventReconcileError, "Reconcile", err.Error())
+	}
+	return after, err
+}
+
+// reconcile follows spec.md §3: admission and the pin (once), the
+// per-reconcile posture and state checks, the children, then the status.
+func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.CalibanTask) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	var (
+		failure *builders.Failure
+		after   time.Duration
+		pin     = task.Status.ResolvedWorkspace
+		posture = task.Status.PermissionPosture
+	)
+
+	if pin == nil {
+		ws, err := c.workspaces.Workspaces(task.Namespace).Get(task.Spec.WorkspaceRef.Name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return 0, err
+		}
+		if apierrors.IsNotFound(err) {
+			ws = nil
+		}
+		adm := builders.Admit(task, ws)
+		switch adm.Verdict {
+		case builders.WaitForWorkspace:
+			// Pending is written once, into an empty status; a task that
+			// already says something keeps saying it until admission decides.
+			if task.Status.Phase == "" {
+				if err := c.writeStatus(ctx, task, builders.TaskStatusInput{Task: task}); err != nil {
+					return 0, err
+				}
+			}
+			logger.V(4).Info("Waiting for the workspace to be validated", "workspace", task.Spec.WorkspaceRef.Name)
+			return pendingWorkspaceRequeue, nil
+		case builders.Rejected:
+			failure, after = &adm.Failure, failureRequeue
+		case builders.Admitted:
+			pin, posture = adm.Pin, adm.Posture
+		}
+	} else if f := builders.PinnedPostureProblem(task); f != nil {
+		failure, after = f, failureRequeue
+	} else {
+		posture = builders.RequestedPosture(task)
+	}
+
+	if failure == nil && pin != nil {
+		f, err := builders.StateProblem(task.Spec.State, secretGetter(ctx, c.kube, task.Namespace))
+		if err != nil {
+			return 0, err
+		}
+		if f != nil {
+			failure, after = f, failureRequeue
+		}
+	}
+
+	var sandbox *sandboxv1beta1.Sandbox
+	if failure == nil && pin != nil {
+		applied, err := c.applyChildren(ctx, task, pin)
+		if err != nil {
+			return 0, err
+		}
+		sandbox = applied
+	} else {
+		// Nothing is applied for a failed task, but a Sandbox it already has
+		// is still its Sandbox.
+		sandbox = c.observedSandbox(task)
+	}
+
+	in := builders.TaskStatusInput{Task: task, Failure: failure, Pin: pin, Posture: posture, Sandbox: sandbox, Now: metav1.NewTime(c.clock.Now())}
+	if err := c.writeStatus(ctx, task, in); err != nil {
+		return 0, err
+	}
+	if failure == nil && posture == calibanv1alpha1.PostureUnattended && task.Status.PermissionPosture != posture {
+		c.recorder.Event(task, corev1.EventTypeNormal, EventUnattendedAdmitted, "Admit",
+			fmt.Sprintf("admitted unattended: the configuration pinned from workspace '%s' sets agentPolicy.allowUnattended", task.Spec.WorkspaceRef.Name))
+	}
+	return after, nil
+}
+
+// writeStatus derives the status and applies it when anything the operator
+// owns changed, emitting Events for the transitions.
+func (c *TaskController) writeStatus(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) error {
+	desired := builders.TaskStatus(in, c.settings)
+	if !builders.TaskStatusChanged(task.Status, desired) {
+		return nil
+	}
+	if _, err := applyTaskStatus(ctx, c.caliban, task, desired); err != nil {
+		return fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+	}
+	logger := klog.FromContext(ctx)
+	if task.Status.Phase != desired.Phase {
+		ready := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)
+		msg := ""
+		if ready != nil {
+			msg = ready.Message
+		}
+		logger.Info("CalibanTask phase changed", "from", task.Status.Phase, "to", desired.Phase, "message", msg)
+		c.recorder.Event(task, corev1.EventTypeNormal, EventPhaseChanged, "Reconcile", phaseNote(string(task.Status.Phase), string(desired.Phase), ""))
+	}
+	if in.Failure != nil {
+		old := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
+		if old == nil || old.Reason != in.Failure.Reason || old.Message != in.Failure.Message || task.Status.Phase != calibanv1alpha1.TaskFailed {
+			c.recorder.Event(task, corev1.EventTypeWarning, in.Failure.Reason, "Admit", in.Failure.Message)
+		}
+	}
+	return nil
+}
+
+// applyChildren applies the ServiceAccount, the NetworkPolicy and the
+// Sandbox, each only when the live object does not already carry what the
+// operator wants, and returns the Sandbox as the server has it.
+func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (*sandboxv1beta1.Sandbox, error) {
+	logger := klog.FromContext(ctx)
+
+	sa := builders.BuildServiceAccount(task)
+	live, err := c.serviceAccounts.ServiceAccounts(task.Namespace).Get(*sa.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if !serviceAccountUpToDate(live, sa) {
+		logger.V(4).Info("Applying ServiceAccount", "name", *sa.Name)
+		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, sa, applyOptions); err != nil {
+			return nil, fmt.Errorf("applying ServiceAccount %s: %w", *sa.Name, err)
+		}
+	}
+
+	np := builders.BuildNetworkPolicy(task, pin, c.settings)
+	liveNP, err := c.networkPolicies.NetworkPolicies(task.Namespace).Get(*np.Name)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, err
+	}
+	if !networkPolicyUpToDate(liveNP, np) {
+		logger.V(4).Info("Applying NetworkPolicy", "name", *np.Name)
+		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, np, applyOptions); err != nil {
+			return nil, fmt.Errorf("applying NetworkPolicy %s: %w", *np.Name, err)
+		}
+	}
+
+	desired, err := builders.SandboxToUnstructured(builders.BuildSandbox(task, pin, c.settings))
+	if err != nil {
+		return nil, err
+	}
+	if err := stampSandbox(desired); err != nil {
+		return nil, err
+	}
+	current := c.liveSandbox(task)
+	if !sandboxUpToDate(current, desired) {
+		logger.V(4).Info("Applying Sandbox", "name", desired.GetName())
+		if current, err = c.applySandbox(ctx, desired); err != nil {
+			return nil, fmt.Errorf("applying Sandbox %s: %w", desired.GetName(), err)
+		}
+	}
+	return builders.SandboxFromUnstructured(current)
+}
+
+// liveSandbox is the task's Sandbox from the cache, or nil.
+func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *unstructured.Unstructured {
+	obj, err := c.sandboxes.ByNamespace(task.Namespace).Get(builders.SandboxName(task.Name))
+	if err != nil {
+		return nil
+	}
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok || !metav1.IsControlledBy(u, task) {
+		return nil
+	}
+	return u
+}
+
+// observedSandbox is liveSandbox read through the view type, or nil.
+func (c *TaskController) observedSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+	u := c.liveSandbox(task)
+	if u == nil {
+		return nil
+	}
+	sb, err := builders.SandboxFromUnstructured(u)
+	if err != nil {
+		return nil
+	}
+	return sb
+}

@@ -1,0 +1,280 @@
+package operator
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+)
+
+// statusApplies decodes the status applies the caliban fake saw.
+func statusApplies(t *testing.T, actions []core.Action) []calibanv1alpha1.CalibanTaskStatus {
+	t.Helper()
+	var out []calibanv1alpha1.CalibanTaskStatus
+	for _, a := range actions {
+		p, ok := a.(core.PatchAction)
+		if !ok || a.GetSubresource() != "status" || a.GetResource().Resource != "calibantasks" {
+			continue
+		}
+		if p.GetPatchType() != types.ApplyPatchType {
+			t.Errorf("status written with %s, want server-side apply", p.GetPatchType())
+		}
+		var body struct {
+			Status calibanv1alpha1.CalibanTaskStatus `json:"status"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, body.Status)
+	}
+	return out
+}
+
+func TestSyncTaskAdmissionOutcomes(t *testing.T) {
+	tests := map[string]struct {
+		// inputs
+		task    *calibanv1alpha1.CalibanTask
+		objects []any
+		// expected
+		after     time.Duration
+		phase     calibanv1alpha1.TaskPhase // "" = no status write
+		reason    string
+		events    []string
+		sandboxes int
+	}{
+		"a task whose workspace is missing fails and waits 30s": {
+			task: task(), after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonWorkspaceUnresolved,
+			events: []string{EventPhaseChanged, builders.ReasonWorkspaceUnresolved},
+		},
+		"a task whose workspace is Pending is marked Pending once and waits 10s": {
+			task:    task(),
+			objects: []any{workspace(func(ws *calibanv1alpha1.Workspace) { ws.Status = calibanv1alpha1.WorkspaceStatus{} })},
+			after:   10 * time.Second, phase: calibanv1alpha1.TaskPending,
+			events: []string{EventPhaseChanged},
+		},
+		"a task that already has a status writes nothing while its workspace is Pending": {
+			task: task(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.Phase = calibanv1alpha1.TaskFailed
+			}),
+			objects: []any{workspace(func(ws *calibanv1alpha1.Workspace) { ws.Status = calibanv1alpha1.WorkspaceStatus{} })},
+			after:   10 * time.Second,
+		},
+		"an unattended task without permission fails before anything is applied": {
+			task: task(func(t *calibanv1alpha1.CalibanTask) {
+				t.Spec.Task.PermissionPosture = calibanv1alpha1.PostureUnattended
+			}),
+			objects: []any{workspace()},
+			after:   30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPostureNotPermitted,
+			events: []string{EventPhaseChanged, builders.ReasonPostureNotPermitted},
+		},
+		"an admitted task applies its children and is Provisioning": {
+			task: task(), objects: []any{workspace()},
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
+			events: []string{EventPhaseChanged},
+		},
+		"an unattended admission is announced": {
+			task: task(func(t *calibanv1alpha1.CalibanTask) {
+				t.Spec.Task.PermissionPosture = calibanv1alpha1.PostureUnattended
+			}),
+			objects: []any{workspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
+			})},
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
+			events: []string{EventPhaseChanged, EventUnattendedAdmitted},
+		},
+		"a missing state token secret fails the pinned task without applying children": {
+			task: task(func(t *calibanv1alpha1.CalibanTask) {
+				t.Spec.State = &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://g:8080", TokenRef: &calibanv1alpha1.SecretKeyRef{SecretName: "tok", Key: "k"}}
+			}),
+			objects: []any{workspace()},
+			after:   30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonInvalidState,
+			events: []string{EventPhaseChanged, builders.ReasonInvalidState},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.seed(tc.task)
+			for _, o := range tc.objects {
+				f.seed(o.(*calibanv1alpha1.Workspace))
+			}
+			c := f.taskController()
+			after, err := c.syncTask(f.ctx, key(tc.task))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after != tc.after {
+				t.Errorf("requeue after %s, want %s", after, tc.after)
+			}
+			applies := statusApplies(t, f.caliban.Actions())
+			switch {
+			case tc.phase == "" && len(applies) != 0:
+				t.Errorf("wrote status %+v, want no write", applies)
+			case tc.phase != "" && len(applies) != 1:
+				t.Fatalf("wrote %d statuses, want 1", len(applies))
+			case tc.phase != "":
+				if applies[0].Phase != tc.phase {
+					t.Errorf("phase %q, want %q", applies[0].Phase, tc.phase)
+				}
+				if got := readyReason(applies[0]); got != tc.reason {
+					t.Errorf("Ready reason %q, want %q", got, tc.reason)
+				}
+			}
+			if len(f.sandboxApplies) != tc.sandboxes {
+				t.Errorf("applied %d Sandboxes, want %d", len(f.sandboxApplies), tc.sandboxes)
+			}
+			if diff := cmp.Diff(tc.events, f.events.reasons()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func readyReason(s calibanv1alpha1.CalibanTaskStatus) string {
+	for _, c := range s.Conditions {
+		if c.Type == builders.ConditionReady {
+			return c.Reason
+		}
+	}
+	return ""
+}
+
+// TestASteadyStateSyncWritesNothing follows a task from admission to
+// Running, feeding each write back into the caches as the informers would,
+// and then proves that another sync performs no write at all.
+func TestASteadyStateSyncWritesNothing(t *testing.T) {
+	f := newFixture(t)
+	tk := task()
+	f.seed(tk, workspace(), secret("key", "api-key"))
+	c := f.taskController()
+
+	// Pass 1: admission, children, Provisioning.
+	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	f.feedBack(c, tk)
+	// The Stage stand-in's part: the Sandbox becomes Ready.
+	sb := f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy()
+	_ = unstructured.SetNestedField(sb.Object, "fix-bug-sbx.team.svc.cluster.local", "status", "serviceFQDN")
+	_ = unstructured.SetNestedSlice(sb.Object, []any{map[string]any{
+		"type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "Pod is Ready", "lastTransitionTime": "2026-09-01T12:00:00Z",
+	}}, "status", "conditions")
+	f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
+
+	// Pass 2: Running.
+	f.resetActions()
+	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	applies := statusApplies(t, f.caliban.Actions())
+	if len(applies) != 1 || applies[0].Phase != calibanv1alpha1.TaskRunning {
+		t.Fatalf("pass 2 wrote %+v, want one Running status", applies)
+	}
+	if applies[0].CalibandEndpoint != "fix-bug-sbx.team.svc.cluster.local:8443" {
+		t.Errorf("endpoint %q", applies[0].CalibandEndpoint)
+	}
+	f.feedBack(c, tk)
+
+	// Pass 3, and a resync later: nothing to do.
+	for pass := 3; pass <= 4; pass++ {
+		f.resetActions()
+		f.clock.Step(5 * time.Minute)
+		if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+			t.Fatal(err)
+		}
+		if w := f.writes(); len(w) != 0 {
+			t.Errorf("pass %d wrote: %v", pass, w)
+		}
+		if len(f.events.events) != 0 {
+			t.Errorf("pass %d emitted events: %v", pass, f.events.events)
+		}
+	}
+}
+
+// feedBack puts what the fakes now hold into the informer caches.
+func (f *fixture) feedBack(c *TaskController, tk *calibanv1alpha1.CalibanTask) {
+	f.t.Helper()
+	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
+	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	if live := c.liveSandbox(stored); live == nil && len(f.sandboxApplies) > 0 {
+		f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy())
+	}
+}
+
+func TestEnqueueOwner(t *testing.T) {
+	tk := task()
+	yes := true
+	ownedBy := func(apiVersion, kind string, uid types.UID) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("team")
+		u.SetName("fix-bug-sbx")
+		u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "fix-bug", UID: uid, Controller: &yes}})
+		return u
+	}
+	tests := map[string]struct {
+		child    any
+		enqueued bool
+	}{
+		"a child of the task wakes the task":                       {child: ownedBy("caliban.caliban-ai.dev/v1alpha1", "CalibanTask", "task-uid"), enqueued: true},
+		"a child of an earlier task with the same name is ignored": {child: ownedBy("caliban.caliban-ai.dev/v1alpha1", "CalibanTask", "old-uid")},
+		"a CalibanTask of another group is ignored":                {child: ownedBy("other.example.com/v1", "CalibanTask", "task-uid")},
+		"another kind of owner is ignored":                         {child: ownedBy("caliban.caliban-ai.dev/v1alpha1", "Workspace", "task-uid")},
+		"a deleted child still wakes its task": {
+			child:    cache.DeletedFinalStateUnknown{Key: "team/fix-bug-sbx", Obj: ownedBy("caliban.caliban-ai.dev/v1alpha1", "CalibanTask", "task-uid")},
+			enqueued: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.seed(tk)
+			c := f.taskController()
+			c.enqueueOwner(tc.child)
+			if got := c.queue.Len() == 1; got != tc.enqueued {
+				t.Errorf("enqueued = %v, want %v", got, tc.enqueued)
+			}
+		})
+	}
+}
+
+func TestAWorkspaceStatusChangeWakesOnlyItsUnpinnedTasks(t *testing.T) {
+	f := newFixture(t)
+	waiting := task(func(t *calibanv1alpha1.CalibanTask) { t.Name = "waiting" })
+	pinned := task(func(t *calibanv1alpha1.CalibanTask) {
+		t.Name = "pinned"
+		t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{Provider: calibanv1alpha1.Provider{Name: "p", Kind: "x"}}
+	})
+	elsewhere := task(func(t *calibanv1alpha1.CalibanTask) { t.Name = "elsewhere"; t.Spec.WorkspaceRef.Name = "other" })
+	f.seed(waiting, pinned, elsewhere)
+	c := f.taskController()
+	c.enqueueTasksOfWorkspace(workspace())
+	if c.queue.Len() != 1 {
+		t.Fatalf("queue holds %d tasks, want 1", c.queue.Len())
+	}
+	got, _ := c.queue.Get()
+	if got.Name != "waiting" {
+		t.Errorf("woke %v, want the waiting task", got)
+	}
+}
