@@ -46,7 +46,7 @@ kube::codegen::gen_client \
 
 # CRDs. controller-gen reads the kubebuilder markers; it is the only part of
 # controller-tools the project uses, and only here.
-rm -f manifests/crds/*.yaml test/crds/*.yaml
+rm -f manifests/crds/caliban.caliban-ai.dev_*.yaml test/crds/agents.x-k8s.io_*.yaml
 go tool controller-gen crd paths=./pkg/apis/caliban/... output:crd:artifacts:config=manifests/crds
 go tool controller-gen crd paths=./pkg/apis/sandbox/... output:crd:artifacts:config=test/crds
 go run ./hack/crd-postprocess manifests/crds/caliban.caliban-ai.dev_calibantasks.yaml

@@ -43,6 +43,9 @@ func (c *Cluster) InstallCRDs(ctx context.Context, dirs ...string) error {
 			return err
 		}
 		for _, f := range files {
+			if filepath.Base(f) == "kustomization.yaml" {
+				continue
+			}
 			data, err := os.ReadFile(f)
 			if err != nil {
 				return err
