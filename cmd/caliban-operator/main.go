@@ -170,8 +170,10 @@ func waitForSandboxAPI(ctx context.Context, d discovery.DiscoveryInterface) erro
 }
 
 // runWithLeaderElection campaigns for the lease until ctx ends. Each term
-// runs fresh controllers; losing the lease stops them and goes back to
-// campaigning instead of exiting. On shutdown the lease is released.
+// runs fresh controllers; losing the lease stops them and, once they have
+// stopped, goes back to campaigning instead of exiting. On shutdown the
+// order is: stop taking work, let syncs in flight finish (bounded by the
+// controllers' drain timeout), then release the lease.
 func runWithLeaderElection(ctx context.Context, s builders.Settings, clients operator.Clients, state *probeState, op *operator.Operator) error {
 	logger := klog.FromContext(ctx)
 	lock := &resourcelock.LeaseLock{
@@ -179,8 +181,13 @@ func runWithLeaderElection(ctx context.Context, s builders.Settings, clients ope
 		Client:     clients.Kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: s.PodName},
 	}
+	lease := s.LeaseNamespace + "/" + s.LeaseName
 	for ctx.Err() == nil {
-		var runErr error
+		// The elector outlives ctx so that it releases the lease only after
+		// the controllers have drained.
+		electorCtx, cancelElector := context.WithCancel(context.WithoutCancel(ctx))
+		termDone := make(chan struct{})
+		var leading atomic.Bool
 		elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 			Lock:            lock,
 			Name:            s.LeaseName,
@@ -190,13 +197,21 @@ func runWithLeaderElection(ctx context.Context, s builders.Settings, clients ope
 			ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(termCtx context.Context) {
-					logger.Info("Leading: starting controllers", "lease", s.LeaseNamespace+"/"+s.LeaseName, "identity", s.PodName)
+					leading.Store(true)
+					defer close(termDone)
+					// The term ends when the lease is lost or on shutdown.
+					opCtx, stop := context.WithCancel(termCtx)
+					defer stop()
+					defer context.AfterFunc(ctx, stop)()
+					logger.Info("Leading: starting controllers", "lease", lease, "identity", s.PodName)
 					state.leading.Store(true)
-					runErr = op.Run(termCtx)
+					if err := op.Run(opCtx); err != nil {
+						logger.Error(err, "Controllers stopped with an error")
+					}
+					state.leading.Store(false)
 				},
 				OnStoppedLeading: func() {
-					state.leading.Store(false)
-					logger.Info("Not leading: controllers stopped", "lease", s.LeaseNamespace+"/"+s.LeaseName)
+					logger.Info("Not leading", "lease", lease)
 				},
 				OnNewLeader: func(identity string) {
 					if identity != s.PodName {
@@ -206,11 +221,26 @@ func runWithLeaderElection(ctx context.Context, s builders.Settings, clients ope
 			},
 		})
 		if err != nil {
+			cancelElector()
 			return fmt.Errorf("configuring leader election: %w", err)
 		}
-		elector.Run(ctx)
-		if runErr != nil && !errors.Is(runErr, context.Canceled) {
-			logger.Error(runErr, "Controllers stopped with an error")
+		electorDone := make(chan struct{})
+		go func() {
+			select {
+			case <-ctx.Done():
+				if leading.Load() {
+					<-termDone
+				}
+				cancelElector()
+			case <-electorDone:
+			}
+		}()
+		elector.Run(electorCtx)
+		close(electorDone)
+		cancelElector()
+		// A lost lease cancels the term; never let two terms overlap.
+		if leading.Load() {
+			<-termDone
 		}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,6 +27,7 @@ type Metrics struct {
 	syncErrors   *prometheus.CounterVec
 	syncDuration *prometheus.HistogramVec
 	queues       *queueMetrics
+	phases       *phaseCollector
 }
 
 // NewMetrics creates a registry with the process and Go collectors and the
@@ -45,9 +47,10 @@ func NewMetrics() *Metrics {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
 		}, []string{"controller"}),
 		queues: newQueueMetrics(),
+		phases: &phaseCollector{},
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.syncs, m.syncErrors, m.syncDuration)
+		m.syncs, m.syncErrors, m.syncDuration, m.phases)
 	m.queues.register(reg)
 	return m
 }
@@ -65,10 +68,16 @@ func (m *Metrics) observeSync(controller string, took time.Duration, err error) 
 	m.syncDuration.WithLabelValues(controller).Observe(took.Seconds())
 }
 
-// RegisterPhaseGauges adds gauges of tasks and workspaces by phase, read
-// from the listers at scrape time so they cannot drift from the cache.
-func (m *Metrics) RegisterPhaseGauges(tasks calibanlisters.CalibanTaskLister, workspaces calibanlisters.WorkspaceLister) error {
-	return m.Registry.Register(&phaseCollector{tasks: tasks, workspaces: workspaces})
+// SetPhaseListers points the gauges of tasks and workspaces by phase at the
+// current term's caches; nil listers (no term running: a standby) export
+// nothing. The gauges are read from the listers at scrape time, so they
+// cannot drift from the cache.
+func (m *Metrics) SetPhaseListers(tasks calibanlisters.CalibanTaskLister, workspaces calibanlisters.WorkspaceLister) {
+	if tasks == nil || workspaces == nil {
+		m.phases.listers.Store(nil)
+		return
+	}
+	m.phases.listers.Store(&phaseListers{tasks: tasks, workspaces: workspaces})
 }
 
 var (
@@ -77,6 +86,10 @@ var (
 )
 
 type phaseCollector struct {
+	listers atomic.Pointer[phaseListers]
+}
+
+type phaseListers struct {
 	tasks      calibanlisters.CalibanTaskLister
 	workspaces calibanlisters.WorkspaceLister
 }
@@ -87,8 +100,12 @@ func (c *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
+	l := c.listers.Load()
+	if l == nil {
+		return
+	}
 	counts := map[string]int{}
-	if tasks, err := c.tasks.List(labels.Everything()); err == nil {
+	if tasks, err := l.tasks.List(labels.Everything()); err == nil {
 		for _, t := range tasks {
 			counts[string(t.Status.Phase)]++
 		}
@@ -97,7 +114,7 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(taskPhaseDesc, prometheus.GaugeValue, float64(counts[phase]), phase)
 	}
 	counts = map[string]int{}
-	if wss, err := c.workspaces.List(labels.Everything()); err == nil {
+	if wss, err := l.workspaces.List(labels.Everything()); err == nil {
 		for _, ws := range wss {
 			counts[string(ws.Status.Phase)]++
 		}

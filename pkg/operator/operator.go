@@ -42,8 +42,7 @@ type Operator struct {
 	Metrics  *Metrics
 	Clock    clock.PassiveClock
 
-	running   atomic.Bool
-	gaugeOnce sync.Once
+	running atomic.Bool
 }
 
 // Running reports whether controllers are running with synced caches
@@ -94,13 +93,8 @@ func (o *Operator) Run(ctx context.Context) error {
 		return err
 	}
 	if o.Metrics != nil {
-		// The registry outlives a term; the gauges read whichever listers
-		// the first term made, which is all a standby-then-leader needs.
-		o.gaugeOnce.Do(func() {
-			if err := o.Metrics.RegisterPhaseGauges(tasks.Lister(), workspaces.Lister()); err != nil {
-				logger.Error(err, "Registering phase gauges")
-			}
-		})
+		o.Metrics.SetPhaseListers(tasks.Lister(), workspaces.Lister())
+		defer o.Metrics.SetPhaseListers(nil, nil)
 	}
 
 	calibanFactory.Start(ctx.Done())

@@ -269,6 +269,20 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		case builders.Rejected:
 			failure, after = &adm.Failure, failureRequeue
 		case builders.Admitted:
+			// The cache can lag behind a pin this controller wrote moments
+			// ago; pinning again could pin a Workspace edited since. Only the
+			// API knows, and admission happens once per task.
+			live, err := c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Get(ctx, task.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return 0, nil
+			}
+			if err != nil {
+				return 0, err
+			}
+			if live.UID != task.UID || live.Status.ResolvedWorkspace != nil {
+				logger.V(4).Info("The cache lags behind the task; waiting for it")
+				return 0, nil // the informer's update of the task requeues it
+			}
 			pin, posture = adm.Pin, adm.Posture
 		}
 	} else if f := builders.PinnedPostureProblem(task); f != nil {

@@ -278,3 +278,24 @@ func TestAWorkspaceStatusChangeWakesOnlyItsUnpinnedTasks(t *testing.T) {
 		t.Errorf("woke %v, want the waiting task", got)
 	}
 }
+
+// A cache that lags behind the pin this controller just wrote must not
+// lead to a second admission (which could pin a Workspace edited since).
+func TestAStaleCacheNeverPinsTwice(t *testing.T) {
+	f := newFixture(t)
+	cached := task()
+	f.seed(cached, workspace(), secret("key", "api-key"))
+	live := cached.DeepCopy()
+	live.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{Provider: calibanv1alpha1.Provider{Name: "planner", Kind: "anthropic", Model: "pinned-earlier"}}
+	if err := f.caliban.Tracker().Update(calibanv1alpha1.SchemeGroupVersion.WithResource("calibantasks"), live, live.Namespace); err != nil {
+		t.Fatal(err)
+	}
+	c := f.taskController()
+	f.resetActions()
+	if _, err := c.syncTask(f.ctx, key(cached)); err != nil {
+		t.Fatal(err)
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("a stale cache led to writes: %v", w)
+	}
+}
