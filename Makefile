@@ -13,9 +13,15 @@ GO ?= go
 INTEGRATION_FLAGS ?= -p 1 -count=1 -timeout 40m
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/integration/)
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
+IMAGE ?= ghcr.io/caliban-ai/caliban-operator:$(VERSION)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 .PHONY: build
-build: ## Compile every package (the operator binary arrives with the controllers).
+build: ## Build the operator into bin/caliban-operator (and compile every package).
 	$(GO) build ./...
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/caliban-operator ./cmd/caliban-operator
 
 .PHONY: generate
 generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs from pkg/apis.
@@ -45,10 +51,43 @@ test-integration: tools ## Integration tests against a real control plane (kwokc
 .PHONY: test
 test: test-unit test-integration ## Unit and integration tests.
 
+# LOCAL mode (KUBECONFIG unset or empty, or LOCAL=1/true/yes/on) needs the
+# test bed in bin/; the test mirrors hack/run-local's localMode.
+# CALIBAN_OPERATOR_BINARY runs another operator binary instead of building one.
+# hack/run-local is built rather than `go run`, which turns a Ctrl-C and any
+# non-zero exit into status 1; this way make reports the operator's code.
 .PHONY: run
-run: ## Run the operator locally (not wired up yet; see README).
-	@echo "make run is not wired up yet: the operator binary arrives with the controllers (issue 4)." >&2
-	@exit 1
+run: ## Run the operator locally: on a throwaway kwokctl cluster, or against $KUBECONFIG (see README).
+	@if [[ -z "$${CALIBAN_OPERATOR_BINARY:-}" ]]; then \
+	  echo "$(GO) build -o bin/caliban-operator ./cmd/caliban-operator"; \
+	  $(GO) build -o bin/caliban-operator ./cmd/caliban-operator; \
+	fi
+	@local=$$(tr '[:upper:]' '[:lower:]' <<<"$${LOCAL:-}" | tr -d '[:space:]'); \
+	  if [[ -z "$${KUBECONFIG:-}" || "$$local" =~ ^(1|true|yes|on)$$ ]]; then \
+	    echo "hack/build-tools.sh"; hack/build-tools.sh; \
+	  fi
+	$(GO) build -o bin/run-local ./hack/run-local
+	bin/run-local
+
+.PHONY: image
+image: ## Build the container image $(IMAGE) (needs a Docker engine).
+	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed)" >&2; exit 1; }
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+
+.PHONY: deploy
+deploy: ## Install the CRDs, then the operator, into the cluster of the current KUBECONFIG.
+	kubectl apply --server-side -k manifests/crds
+	kubectl wait --for condition=Established --timeout 60s crd/workspaces.caliban.caliban-ai.dev crd/calibantasks.caliban.caliban-ai.dev
+	kubectl apply --server-side -k manifests/
+
+.PHONY: undeploy
+undeploy: ## Remove the operator, then the CRDs (which deletes every Workspace and CalibanTask).
+	kubectl delete --ignore-not-found -k manifests/base
+	kubectl delete --ignore-not-found -k manifests/crds
+
+.PHONY: e2e-kind
+e2e-kind: ## End-to-end on kind with the real agent-sandbox controller (needs Docker and network).
+	hack/e2e-kind.sh
 
 .PHONY: clean
 clean: ## Remove bin/ (the test bed rebuilds from the Go build cache in seconds).

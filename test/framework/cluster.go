@@ -162,11 +162,10 @@ func (c *Cluster) create(ctx context.Context) error {
 		filepath.Join(c.Root, "test", "crds")); err != nil {
 		return err
 	}
-	stages, err := ReadManifests(filepath.Join(c.Root, "test", "stages"))
-	if err != nil {
-		return err
-	}
-	return c.Apply(ctx, "", stages...)
+	// kwok starts a Stage's controller only once the apiserver publishes
+	// the resource's OpenAPI v3, which lags behind the CRD's Established
+	// condition; SyncStages waits for it.
+	return c.SyncStages(ctx)
 }
 
 // waitForDefaultServiceAccount waits until the controller-manager is doing
