@@ -17,15 +17,35 @@ import (
 // is about to hit go test's -timeout (which would otherwise kill it with no
 // chance to clean up).
 func Main(m *testing.M, c **Cluster) {
-	flag.Parse()
-	os.Exit(run(m, c))
+	MainWith(m, c, nil)
 }
 
-func run(m *testing.M, c **Cluster) int {
+// MainWith is Main with package-level setup that runs before the cluster
+// starts, such as building a binary the tests run. The teardown it returns
+// (may be nil) runs after the tests and the cluster deletion, also when the
+// process is interrupted or approaches -test.timeout. A setup error fails
+// the package before any cluster exists.
+func MainWith(m *testing.M, c **Cluster, setup func() (teardown func(), err error)) {
+	flag.Parse()
+	var teardown func()
+	if setup != nil {
+		var err error
+		if teardown, err = setup(); err != nil {
+			fmt.Fprintf(os.Stderr, "test package setup: %v\n", err)
+			os.Exit(1)
+		}
+	}
+	os.Exit(run(m, c, teardown))
+}
+
+func run(m *testing.M, c **Cluster, teardown func()) int {
 	start := time.Now()
 	cluster, err := Start(context.Background())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
+		if teardown != nil {
+			teardown()
+		}
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "test cluster %s up in %s (kubeconfig %s, logs %s)\n",
@@ -37,6 +57,9 @@ func run(m *testing.M, c **Cluster) int {
 		once.Do(func() {
 			if err := cluster.Delete(); err != nil {
 				fmt.Fprintf(os.Stderr, "deleting the test cluster: %v\n", err)
+			}
+			if teardown != nil {
+				teardown()
 			}
 		})
 	}

@@ -1,0 +1,416 @@
+package operator_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// These tests install the operator the way users do (kubectl apply -k of
+// manifests/, then the samples) and prove the manifests' promises with the
+// apiserver's own authorizer and admission: the operator runs on nothing but
+// its ServiceAccount's RBAC, the RBAC grants nothing more, and every pod it
+// implies passes PodSecurity "restricted".
+
+const (
+	operatorNamespace = "caliban-system"
+	operatorSA        = "caliban-operator"
+	singleNamespace   = "caliban-tasks"
+)
+
+// kustomize renders a kustomization of the repository, as kubectl apply -k
+// would.
+func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	opts := krusty.MakeDefaultOptions()
+	opts.Reorder = krusty.ReorderOptionLegacy // kubectl's order: namespaces and CRDs first
+	resMap, err := krusty.MakeKustomizer(opts).
+		Run(filesys.MakeFsOnDisk(), filepath.Join(cluster.Root, dir))
+	if err != nil {
+		t.Fatalf("kustomize %s: %v", dir, err)
+	}
+	var objs []*unstructured.Unstructured
+	for _, r := range resMap.Resources() {
+		// Through JSON: kustomize's maps hold int, unstructured wants int64.
+		b, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(b); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, u)
+	}
+	return objs
+}
+
+// operatorKubeconfig mints a token for the operator's ServiceAccount
+// (TokenRequest) and writes a kubeconfig that authenticates with it alone.
+func operatorKubeconfig(t *testing.T) string {
+	t.Helper()
+	tr, err := cluster.Kube.CoreV1().ServiceAccounts(operatorNamespace).CreateToken(context.Background(), operatorSA,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("requesting a token for %s/%s: %v", operatorNamespace, operatorSA, err)
+	}
+	ca := cluster.Config.CAData
+	if len(ca) == 0 && cluster.Config.CAFile != "" {
+		if ca, err = os.ReadFile(cluster.Config.CAFile); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: ca, InsecureSkipTLSVerify: len(ca) == 0}
+	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
+	cfg.Contexts["operator"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "operator"}
+	cfg.CurrentContext = "operator"
+	path := filepath.Join(t.TempDir(), "operator.kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+type access struct {
+	verb, group, resource, subresource, namespace string
+}
+
+func (a access) String() string {
+	r := a.resource
+	if a.group != "" {
+		r += "." + a.group
+	}
+	if a.subresource != "" {
+		r += "/" + a.subresource
+	}
+	ns := a.namespace
+	if ns == "" {
+		ns = "(cluster)"
+	}
+	return a.verb + " " + r + " in " + ns
+}
+
+// allowed asks the apiserver's authorizer whether a ServiceAccount may do a.
+func allowed(t *testing.T, namespace, name string, a access) bool {
+	t.Helper()
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + namespace + ":" + name,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Verb: a.verb, Group: a.group, Resource: a.resource, Subresource: a.subresource, Namespace: a.namespace,
+		},
+	}}
+	got, err := cluster.Kube.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), sar, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got.Status.Allowed
+}
+
+// TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore installs the
+// single-namespace variant, then the cluster-wide one, and for each proves
+// what the ServiceAccount can and cannot do and that the operator, running
+// with nothing but that ServiceAccount's token, takes a task to Running.
+// Sequential on purpose: both variants bind the same ServiceAccount.
+func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
+	ctx := context.Background()
+
+	t.Run("the single-namespace variant works in its namespace only", func(t *testing.T) {
+		if err := cluster.Apply(ctx, "", kustomize(t, "manifests/overlays/single-namespace")...); err != nil {
+			t.Fatal(err)
+		}
+		for _, a := range []access{
+			{"list", calibanv1alpha1.GroupName, "calibantasks", "", singleNamespace},
+			{"patch", calibanv1alpha1.GroupName, "calibantasks", "status", singleNamespace},
+			{"get", "", "secrets", "", singleNamespace},
+			{"patch", "agents.x-k8s.io", "sandboxes", "", singleNamespace},
+			{"update", "coordination.k8s.io", "leases", "", operatorNamespace},
+		} {
+			if !allowed(t, operatorNamespace, operatorSA, a) {
+				t.Errorf("the operator may not %s", a)
+			}
+		}
+		for _, a := range []access{
+			{"list", calibanv1alpha1.GroupName, "calibantasks", "", "default"},
+			{"get", "", "secrets", "", "default"},
+			{"patch", "agents.x-k8s.io", "sandboxes", "", "default"},
+			{"list", calibanv1alpha1.GroupName, "calibantasks", "", ""},
+		} {
+			if allowed(t, operatorNamespace, operatorSA, a) {
+				t.Errorf("the single-namespace operator may %s", a)
+			}
+		}
+		op := startOperator(t, "single-namespace", singleNamespace,
+			"KUBECONFIG="+operatorKubeconfig(t),
+			"CALIBAN_LEADER_ELECTION=true", "CALIBAN_LEASE_NAMESPACE="+operatorNamespace,
+			"CALIBAN_LEASE_NAME=caliban-operator-single", "POD_NAME=single-0")
+		createProviderSecret(t, singleNamespace)
+		createReadyWorkspace(t, singleNamespace, "ws")
+		createTask(t, singleNamespace, "task", "ws")
+		waitForTask(t, singleNamespace, "task", 60*time.Second, isRunning)
+		op.Stop(t)
+	})
+
+	t.Run("the cluster-wide variant grants exactly what spec.md §7 lists", func(t *testing.T) {
+		if err := cluster.Apply(ctx, "", kustomize(t, "manifests")...); err != nil {
+			t.Fatal(err)
+		}
+		ns := cluster.Namespace(t, nil)
+		may := []access{
+			{"get", calibanv1alpha1.GroupName, "calibantasks", "", ns},
+			{"list", calibanv1alpha1.GroupName, "calibantasks", "", ""},
+			{"watch", calibanv1alpha1.GroupName, "workspaces", "", ""},
+			{"patch", calibanv1alpha1.GroupName, "calibantasks", "status", ns},
+			{"patch", calibanv1alpha1.GroupName, "workspaces", "status", ns},
+			{"get", "", "secrets", "", ns},
+			{"create", "agents.x-k8s.io", "sandboxes", "", ns},
+			{"patch", "", "serviceaccounts", "", ns},
+			{"delete", "networking.k8s.io", "networkpolicies", "", ns},
+			{"create", "events.k8s.io", "events", "", ns},
+			{"update", "coordination.k8s.io", "leases", "", operatorNamespace},
+		}
+		mayNot := []access{
+			{"list", "", "secrets", "", ns},
+			{"watch", "", "secrets", "", ns},
+			{"list", "", "secrets", "", ""},
+			{"update", "", "secrets", "", ns},
+			{"create", calibanv1alpha1.GroupName, "calibantasks", "", ns},
+			{"delete", calibanv1alpha1.GroupName, "calibantasks", "", ns},
+			{"update", calibanv1alpha1.GroupName, "calibantasks", "", ns},
+			{"create", calibanv1alpha1.GroupName, "workspaces", "", ns},
+			{"delete", calibanv1alpha1.GroupName, "workspaces", "", ns},
+			{"get", "", "pods", "", ns},
+			{"create", "", "pods", "", ns},
+			{"delete", "", "pods", "", ns},
+			{"get", "", "configmaps", "", ns},
+			{"create", "rbac.authorization.k8s.io", "rolebindings", "", ns},
+			{"update", "coordination.k8s.io", "leases", "", ns},
+		}
+		for _, a := range may {
+			if !allowed(t, operatorNamespace, operatorSA, a) {
+				t.Errorf("the operator may not %s", a)
+			}
+		}
+		for _, a := range mayNot {
+			if allowed(t, operatorNamespace, operatorSA, a) {
+				t.Errorf("the operator may %s", a)
+			}
+		}
+		// prospero's verb comes from prospero's own chart, never from the
+		// operator's manifests.
+		if allowed(t, "prospero", "prospero", access{"patch", calibanv1alpha1.GroupName, "calibantasks", "status", ns}) {
+			t.Error("the operator's manifests let prospero patch calibantasks/status")
+		}
+
+		startOperator(t, "cluster-wide", ns,
+			"KUBECONFIG="+operatorKubeconfig(t),
+			"CALIBAN_LEADER_ELECTION=true", "CALIBAN_LEASE_NAMESPACE="+operatorNamespace,
+			"CALIBAN_LEASE_NAME=caliban-operator-cluster", "POD_NAME=cluster-0")
+		createProviderSecret(t, ns)
+		createSecret(t, ns, "caliban-session-plane-token", map[string]string{"token": "session-token-value"})
+		createReadyWorkspace(t, ns, "ws")
+		createTask(t, ns, "task", "ws")
+		waitForTask(t, ns, "task", 60*time.Second, isRunning)
+		prosperoSettles(t, ns, "task", "Succeeded", "")
+		waitForTask(t, ns, "task", 30*time.Second, hasPhase(calibanv1alpha1.TaskCompleted))
+		lease := getLease(t, operatorNamespace, "caliban-operator-cluster")
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "cluster-0" {
+			t.Errorf("lease holder %v, want cluster-0", lease.Spec.HolderIdentity)
+		}
+		checkSandboxPodSecurity(t, ns, "task")
+		checkNoSecretInTheClear(t, ns, "task")
+	})
+}
+
+// checkSandboxPodSecurity creates (dry-run) the Pod agent-sandbox would
+// create from the operator's Sandbox, in a namespace enforcing restricted.
+func checkSandboxPodSecurity(t *testing.T, ns, task string) {
+	t.Helper()
+	u := getSandbox(t, ns, builders.SandboxName(task))
+	sb, err := builders.SandboxFromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: sb.Name, Labels: sb.Spec.PodTemplate.Metadata.Labels},
+		Spec:       *sb.Spec.PodTemplate.Spec.DeepCopy(),
+	}
+	for _, vct := range sb.Spec.VolumeClaimTemplates {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vct.Metadata.Name, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: vct.Metadata.Name + "-" + sb.Name}}})
+	}
+	// In the task's own namespace (its ServiceAccount is there), now
+	// enforcing restricted.
+	nsObj, err := cluster.Kube.CoreV1().Namespaces().Get(context.Background(), ns, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nsObj.Labels == nil {
+		nsObj.Labels = map[string]string{}
+	}
+	nsObj.Labels["pod-security.kubernetes.io/enforce"] = "restricted"
+	nsObj.Labels["pod-security.kubernetes.io/enforce-version"] = "latest"
+	if _, err := cluster.Kube.CoreV1().Namespaces().Update(context.Background(), nsObj, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Kube.CoreV1().Pods(ns).Create(context.Background(), pod,
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the Sandbox's pod is refused in a restricted namespace: %v", err)
+	}
+}
+
+// checkNoSecretInTheClear: the session token and every Secret value in the
+// namespace appear nowhere in the Sandbox as an argument or a literal env
+// value.
+func checkNoSecretInTheClear(t *testing.T, ns, task string) {
+	t.Helper()
+	u := getSandbox(t, ns, builders.SandboxName(task))
+	sb, err := builders.SandboxFromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secrets, err := cluster.Kube.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values []string
+	for _, s := range secrets.Items {
+		for _, v := range s.Data {
+			values = append(values, string(v))
+		}
+	}
+	if len(values) == 0 {
+		t.Fatal("no Secret values to look for")
+	}
+	for _, c := range slices.Concat(sb.Spec.PodTemplate.Spec.InitContainers, sb.Spec.PodTemplate.Spec.Containers) {
+		for _, v := range values {
+			if slices.ContainsFunc(c.Args, func(a string) bool { return strings.Contains(a, v) }) ||
+				slices.ContainsFunc(c.Command, func(a string) bool { return strings.Contains(a, v) }) {
+				t.Errorf("container %s carries a Secret value in its argv", c.Name)
+			}
+			for _, e := range c.Env {
+				if e.Value != "" && e.Value == v {
+					t.Errorf("container %s env %s carries a Secret value literally", c.Name, e.Name)
+				}
+			}
+		}
+		for _, e := range c.Env {
+			if e.Name == builders.EnvDaemonToken && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
+				t.Errorf("container %s: %s is not a secretKeyRef", c.Name, e.Name)
+			}
+		}
+	}
+}
+
+func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
+	var deploy *appsv1.Deployment
+	for _, u := range kustomize(t, "manifests") {
+		if u.GetKind() == "Deployment" {
+			deploy = &appsv1.Deployment{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, deploy); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if deploy == nil {
+		t.Fatal("manifests/ renders no Deployment")
+	}
+	restricted := cluster.Namespace(t, map[string]string{
+		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"})
+	pod := &corev1.Pod{ObjectMeta: *deploy.Spec.Template.ObjectMeta.DeepCopy(), Spec: *deploy.Spec.Template.Spec.DeepCopy()}
+	pod.Name = "operator"
+	pod.Spec.ServiceAccountName = "default"
+	if _, err := cluster.Kube.CoreV1().Pods(restricted).Create(context.Background(), pod,
+		metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		t.Errorf("the operator's pod is refused in a restricted namespace: %v", err)
+	}
+	c := deploy.Spec.Template.Spec.Containers[0]
+	sc := c.SecurityContext
+	if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Error("the operator's root filesystem is writable")
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	for _, name := range []string{builders.EnvPodName, builders.EnvControllerPodName} {
+		if e, ok := env[name]; !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
+			t.Errorf("%s is not wired from the downward API: %+v", name, e)
+		}
+	}
+	// Every setting of spec.md §6 is present in the Deployment, so that a
+	// cluster operator edits a value rather than discovers a name.
+	read := map[string]bool{}
+	_, _ = builders.ParseSettings(func(name string) (string, bool) { read[name] = true; return "", false }, operatorNamespace)
+	if len(read) < 30 {
+		t.Fatalf("the settings parser reads only %d variables", len(read))
+	}
+	for name := range read {
+		if name == builders.EnvHostname || name == builders.EnvCalibandCPULimit || name == builders.EnvCalibandMemoryLimit {
+			continue // HOSTNAME is the runtime's; limits are unset by default
+		}
+		if _, ok := env[name]; !ok {
+			t.Errorf("the Deployment does not set %s", name)
+		}
+	}
+}
+
+// TestTheSamplesApplyInOrder: with their placeholder Secrets the samples
+// apply and the Workspace turns Ready; without them the Workspace says which
+// Secret is missing, the documented first signal.
+func TestTheSamplesApplyInOrder(t *testing.T) {
+	samples, err := framework.ReadManifests(filepath.Join(cluster.Root, "manifests", "samples"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("without the provider Secret the Workspace names it", func(t *testing.T) {
+		ns := cluster.Namespace(t, nil)
+		startOperator(t, "samples-missing", ns)
+		var noSecrets []*unstructured.Unstructured
+		for _, o := range samples {
+			if o.GetKind() != "Secret" {
+				noSecrets = append(noSecrets, o)
+			}
+		}
+		if err := cluster.Apply(context.Background(), ns, noSecrets...); err != nil {
+			t.Fatal(err)
+		}
+		waitForWorkspace(t, ns, "demo", 30*time.Second, func(ws *calibanv1alpha1.Workspace) error {
+			want := "provider 'planner': secret 'anthropic-key' key 'api-key' not found"
+			if ws.Status.Phase != calibanv1alpha1.WorkspaceFailed || ws.Status.Message != want {
+				return fmt.Errorf("status %s %q, want Failed %q", ws.Status.Phase, ws.Status.Message, want)
+			}
+			return nil
+		})
+	})
+	t.Run("with them the sample task runs", func(t *testing.T) {
+		ns := cluster.Namespace(t, nil)
+		startOperator(t, "samples", ns)
+		if err := cluster.Apply(context.Background(), ns, samples...); err != nil {
+			t.Fatal(err)
+		}
+		waitForTask(t, ns, "demo-task", 60*time.Second, isRunning)
+	})
+}

@@ -1,0 +1,642 @@
+package operator_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// Timeouts of the waits. They bound how long a test waits for something
+// the operator should do at once (a few hundred milliseconds on an idle
+// machine); they are not what the tests assert, except where a test says
+// so.
+const (
+	settleTimeout = 30 * time.Second
+	// recheckTimeout covers a wait on the operator's 30 s failure requeue.
+	recheckTimeout = 50 * time.Second
+)
+
+var sandboxes = sandboxv1beta1.SchemeGroupVersion.WithResource(builders.SandboxResource)
+
+var ctx = context.Background()
+
+// The provider credentials every test workspace refers to.
+const (
+	providerSecret = "anthropic-key"
+	providerKey    = "api-key"
+)
+
+// createSecret creates a Secret with the given string data.
+func createSecret(t testing.TB, ns, name string, data map[string]string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, StringData: data}
+	if _, err := cluster.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: framework.FieldManager}); err != nil {
+		t.Fatalf("creating Secret %s/%s: %v", ns, name, err)
+	}
+}
+
+// createProviderSecret creates the credentials Secret of workspaceSpec.
+func createProviderSecret(t testing.TB, ns string) {
+	t.Helper()
+	createSecret(t, ns, providerSecret, map[string]string{providerKey: "sk-ant-test"})
+}
+
+// workspaceSpec is a typical workspace: one source, one anthropic provider
+// whose key is in providerSecret, one env entry, no agentPolicy.
+func workspaceSpec() calibanv1alpha1.WorkspaceSpec {
+	return calibanv1alpha1.WorkspaceSpec{
+		DisplayName: "Integration workspace",
+		Sources: []calibanv1alpha1.Source{{
+			Name: "caliban", Repo: "https://github.com/caliban-ai/caliban.git", Ref: "main", Path: "/work/caliban",
+		}},
+		Providers: []calibanv1alpha1.Provider{{
+			Name: "planner", Kind: "anthropic", Model: "claude-sonnet-4-5",
+			CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: providerSecret, Key: providerKey},
+		}},
+		Env: []calibanv1alpha1.EnvVar{{Name: "CALIBAN_OUTPUT_STYLE", Value: "concise"}},
+	}
+}
+
+// createWorkspace creates workspace name from workspaceSpec changed by
+// mutate.
+func createWorkspace(t testing.TB, ns, name string, mutate ...func(*calibanv1alpha1.WorkspaceSpec)) *calibanv1alpha1.Workspace {
+	t.Helper()
+	spec := workspaceSpec()
+	for _, m := range mutate {
+		m(&spec)
+	}
+	ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Create(ctx, &calibanv1alpha1.Workspace{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       spec,
+	}, metav1.CreateOptions{FieldManager: framework.FieldManager})
+	if err != nil {
+		t.Fatalf("creating Workspace %s/%s: %v", ns, name, err)
+	}
+	return ws
+}
+
+// createReadyWorkspace creates a workspace (its Secret must exist) and
+// waits until the operator has validated it.
+func createReadyWorkspace(t testing.TB, ns, name string, mutate ...func(*calibanv1alpha1.WorkspaceSpec)) *calibanv1alpha1.Workspace {
+	t.Helper()
+	createWorkspace(t, ns, name, mutate...)
+	return waitForWorkspace(t, ns, name, settleTimeout, workspaceReady)
+}
+
+// createTask creates task name on workspace ws, supervised, changed by
+// mutate.
+func createTask(t testing.TB, ns, name, ws string, mutate ...func(*calibanv1alpha1.CalibanTaskSpec)) *calibanv1alpha1.CalibanTask {
+	t.Helper()
+	spec := calibanv1alpha1.CalibanTaskSpec{
+		WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: ws},
+		Task:         calibanv1alpha1.TaskDefinition{Prompt: "Summarise the repository layout in README form."},
+	}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, &calibanv1alpha1.CalibanTask{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       spec,
+	}, metav1.CreateOptions{FieldManager: framework.FieldManager})
+	if err != nil {
+		t.Fatalf("creating CalibanTask %s/%s: %v", ns, name, err)
+	}
+	return task
+}
+
+func unattended(spec *calibanv1alpha1.CalibanTaskSpec) {
+	spec.Task.PermissionPosture = calibanv1alpha1.PostureUnattended
+}
+
+// updateWorkspace changes a workspace's spec, retrying on conflicts with
+// the operator's status writes, and returns the new generation.
+func updateWorkspace(t testing.TB, ns, name string, mutate func(*calibanv1alpha1.WorkspaceSpec)) int64 {
+	t.Helper()
+	var gen int64
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(&ws.Spec)
+		ws, err = cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Update(ctx, ws, metav1.UpdateOptions{FieldManager: framework.FieldManager})
+		if err == nil {
+			gen = ws.Generation
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating Workspace %s/%s: %v", ns, name, err)
+	}
+	return gen
+}
+
+// updateTask changes a task's spec the same way.
+func updateTask(t testing.TB, ns, name string, mutate func(*calibanv1alpha1.CalibanTaskSpec)) int64 {
+	t.Helper()
+	var gen int64
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(&task.Spec)
+		task, err = cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Update(ctx, task, metav1.UpdateOptions{FieldManager: framework.FieldManager})
+		if err == nil {
+			gen = task.Generation
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("updating CalibanTask %s/%s: %v", ns, name, err)
+	}
+	return gen
+}
+
+// touchTask changes a field the operator only carries (task.agentType), so
+// the operator reconciles the task and records the new generation without
+// anything it renders changing. It returns the new generation.
+func touchTask(t testing.TB, ns, name string) int64 {
+	t.Helper()
+	return updateTask(t, ns, name, func(spec *calibanv1alpha1.CalibanTaskSpec) {
+		spec.Task.AgentType = "touched-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	})
+}
+
+type taskCheck func(*calibanv1alpha1.CalibanTask) error
+
+// waitForTask polls the task until check passes and returns it.
+func waitForTask(t testing.TB, ns, name string, timeout time.Duration, check taskCheck) *calibanv1alpha1.CalibanTask {
+	t.Helper()
+	var task *calibanv1alpha1.CalibanTask
+	framework.Eventually(t, timeout, func() error {
+		got, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := check(got); err != nil {
+			return fmt.Errorf("CalibanTask %s: %w (status: %s)%s", name, err, statusJSON(got.Status), sandboxState(got))
+		}
+		task = got
+		return nil
+	})
+	return task
+}
+
+// waitForWorkspace polls the workspace until check passes and returns it.
+func waitForWorkspace(t testing.TB, ns, name string, timeout time.Duration, check func(*calibanv1alpha1.Workspace) error) *calibanv1alpha1.Workspace {
+	t.Helper()
+	var ws *calibanv1alpha1.Workspace
+	framework.Eventually(t, timeout, func() error {
+		got, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := check(got); err != nil {
+			return fmt.Errorf("Workspace %s: %w (status: %s)", name, err, statusJSON(got.Status))
+		}
+		ws = got
+		return nil
+	})
+	return ws
+}
+
+// sandboxState describes a provisioning task's Sandbox for a failure
+// message: what the agent-sandbox stand-in was asked for and wrote.
+func sandboxState(task *calibanv1alpha1.CalibanTask) string {
+	if task.Status.Phase != calibanv1alpha1.TaskProvisioning || task.Status.SandboxRef == nil {
+		return ""
+	}
+	u, err := cluster.Dynamic.Resource(sandboxes).Namespace(task.Namespace).Get(ctx, task.Status.SandboxRef.Name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Sprintf("; reading its Sandbox: %v", err)
+	}
+	return fmt.Sprintf("; its Sandbox (resourceVersion %s) has annotations %v and status %s",
+		u.GetResourceVersion(), u.GetAnnotations(), statusJSON(u.Object["status"]))
+}
+
+func statusJSON(status any) string {
+	b, _ := json.Marshal(status)
+	return string(b)
+}
+
+// waitForWorkspaceGeneration waits until the workspace is Ready for
+// generation gen, so the operator has seen that edit.
+func waitForWorkspaceGeneration(t testing.TB, ns, name string, gen int64) {
+	t.Helper()
+	waitForWorkspace(t, ns, name, settleTimeout, func(ws *calibanv1alpha1.Workspace) error {
+		if ws.Status.ObservedGeneration != gen {
+			return fmt.Errorf("observedGeneration %d, want %d", ws.Status.ObservedGeneration, gen)
+		}
+		return workspaceReady(ws)
+	})
+}
+
+// workspaceReady: Ready for the current generation.
+func workspaceReady(ws *calibanv1alpha1.Workspace) error {
+	if ws.Status.Phase != calibanv1alpha1.WorkspaceReady {
+		return fmt.Errorf("phase %q, want Ready", ws.Status.Phase)
+	}
+	if ws.Status.ObservedGeneration != ws.Generation {
+		return fmt.Errorf("observedGeneration %d, want %d", ws.Status.ObservedGeneration, ws.Generation)
+	}
+	return nil
+}
+
+// isRunning: phase Running with everything prospero reads.
+func isRunning(task *calibanv1alpha1.CalibanTask) error {
+	st := task.Status
+	if st.Phase != calibanv1alpha1.TaskRunning {
+		return fmt.Errorf("phase %q, want Running", st.Phase)
+	}
+	if err := readyIs(task, metav1.ConditionTrue, builders.ReasonRunning); err != nil {
+		return err
+	}
+	sandbox := builders.SandboxName(task.Name)
+	if want := fmt.Sprintf("%s.%s.svc.cluster.local:8443", sandbox, task.Namespace); st.CalibandEndpoint != want {
+		return fmt.Errorf("calibandEndpoint %q, want %q", st.CalibandEndpoint, want)
+	}
+	if st.SandboxRef == nil || st.SandboxRef.Name != sandbox {
+		return fmt.Errorf("sandboxRef %+v, want name %s", st.SandboxRef, sandbox)
+	}
+	if st.ResolvedWorkspace == nil {
+		return errors.New("no resolvedWorkspace")
+	}
+	if st.ObservedGeneration != task.Generation {
+		return fmt.Errorf("observedGeneration %d, want %d", st.ObservedGeneration, task.Generation)
+	}
+	return nil
+}
+
+// hasPhase: the phase, and the status reflects the current generation.
+func hasPhase(phase calibanv1alpha1.TaskPhase) taskCheck {
+	return func(task *calibanv1alpha1.CalibanTask) error {
+		if task.Status.Phase != phase {
+			return fmt.Errorf("phase %q, want %s", task.Status.Phase, phase)
+		}
+		if task.Status.ObservedGeneration != task.Generation {
+			return fmt.Errorf("observedGeneration %d, want %d", task.Status.ObservedGeneration, task.Generation)
+		}
+		return nil
+	}
+}
+
+// failedWith: phase Failed, Ready False with reason and exactly message,
+// and no endpoint.
+func failedWith(reason, message string) taskCheck {
+	return func(task *calibanv1alpha1.CalibanTask) error {
+		if err := hasPhase(calibanv1alpha1.TaskFailed)(task); err != nil {
+			return err
+		}
+		if err := readyIs(task, metav1.ConditionFalse, reason); err != nil {
+			return err
+		}
+		if got := readyCondition(task).Message; got != message {
+			return fmt.Errorf("Ready message %q, want %q", got, message)
+		}
+		if task.Status.CalibandEndpoint != "" {
+			return fmt.Errorf("calibandEndpoint %q on a failed task", task.Status.CalibandEndpoint)
+		}
+		return nil
+	}
+}
+
+// failedNaming: phase Failed, Ready False with reason and a message that
+// contains every one of words.
+func failedNaming(reason string, words ...string) taskCheck {
+	return func(task *calibanv1alpha1.CalibanTask) error {
+		if err := hasPhase(calibanv1alpha1.TaskFailed)(task); err != nil {
+			return err
+		}
+		if err := readyIs(task, metav1.ConditionFalse, reason); err != nil {
+			return err
+		}
+		msg := readyCondition(task).Message
+		for _, w := range words {
+			if !strings.Contains(msg, w) {
+				return fmt.Errorf("Ready message %q does not name %q", msg, w)
+			}
+		}
+		return nil
+	}
+}
+
+func readyCondition(task *calibanv1alpha1.CalibanTask) *metav1.Condition {
+	return meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
+}
+
+func readyIs(task *calibanv1alpha1.CalibanTask, status metav1.ConditionStatus, reason string) error {
+	c := readyCondition(task)
+	if c == nil {
+		return errors.New("no Ready condition")
+	}
+	if c.Status != status || c.Reason != reason {
+		return fmt.Errorf("Ready %s/%s (%q), want %s/%s", c.Status, c.Reason, c.Message, status, reason)
+	}
+	return nil
+}
+
+// getSandbox reads a Sandbox; nil when it does not exist.
+func getSandbox(t testing.TB, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	u, err := cluster.Dynamic.Resource(sandboxes).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("reading Sandbox %s/%s: %v", ns, name, err)
+	}
+	return u
+}
+
+// calibandEnv is the env of the caliband container of a Sandbox.
+func calibandEnv(t testing.TB, u *unstructured.Unstructured) []corev1.EnvVar {
+	t.Helper()
+	sb, err := builders.SandboxFromUnstructured(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range sb.Spec.PodTemplate.Spec.Containers {
+		if c.Name == "caliband" {
+			return c.Env
+		}
+	}
+	t.Fatalf("Sandbox %s has no caliband container", u.GetName())
+	return nil
+}
+
+func envValue(env []corev1.EnvVar, name string) (string, bool) {
+	i := slices.IndexFunc(env, func(e corev1.EnvVar) bool { return e.Name == name })
+	if i < 0 {
+		return "", false
+	}
+	return env[i].Value, true
+}
+
+// annotateSandbox merge-patches the Sandbox's annotations under the test's
+// field manager; a nil value removes the annotation.
+func annotateSandbox(t testing.TB, ns, name string, annotations map[string]*string) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": annotations}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cluster.Dynamic.Resource(sandboxes).Namespace(ns).Patch(ctx, name, types.MergePatchType, body,
+		metav1.PatchOptions{FieldManager: framework.FieldManager}); err != nil {
+		t.Fatalf("annotating Sandbox %s/%s: %v", ns, name, err)
+	}
+}
+
+// prosperoSettles reports agent outcomes the way prospero does: a
+// server-side apply of the AgentsSettled condition to the status
+// subresource, as field manager "prospero", without force.
+func prosperoSettles(t testing.TB, ns, name, reason, message string) {
+	t.Helper()
+	condition := map[string]any{
+		"type":               builders.ConditionAgentsSettled,
+		"status":             "True",
+		"reason":             reason,
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339),
+	}
+	if message != "" {
+		condition["message"] = message
+	}
+	body, err := json.Marshal(map[string]any{
+		"apiVersion": calibanv1alpha1.SchemeGroupVersion.String(),
+		"kind":       "CalibanTask",
+		"metadata":   map[string]any{"name": name},
+		"status":     map[string]any{"conditions": []any{condition}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// JSON is YAML: the content type is prospero's.
+	if _, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Patch(ctx, name, types.ApplyYAMLPatchType, body,
+		metav1.PatchOptions{FieldManager: "prospero"}, "status"); err != nil {
+		t.Fatalf("prospero's status apply to %s/%s: %v", ns, name, err)
+	}
+}
+
+// statusFieldsOf returns the status fields manager owns through Apply on
+// the status subresource, as the managedFields' fieldsV1 tree (nil when it
+// owns none).
+func statusFieldsOf(obj metav1.Object, manager string) map[string]any {
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager != manager || f.Operation != metav1.ManagedFieldsOperationApply || f.Subresource != "status" || f.FieldsV1 == nil {
+			continue
+		}
+		var tree map[string]any
+		if err := json.Unmarshal(f.FieldsV1.Raw, &tree); err != nil {
+			return nil
+		}
+		return tree
+	}
+	return nil
+}
+
+// ownsCondition reports whether a fieldsV1 tree holds the condition of the
+// given type.
+func ownsCondition(tree map[string]any, conditionType string) bool {
+	status, _ := tree["f:status"].(map[string]any)
+	conditions, _ := status["f:conditions"].(map[string]any)
+	_, ok := conditions[fmt.Sprintf(`k:{"type":"%s"}`, conditionType)]
+	return ok
+}
+
+// eventsAbout lists the events.k8s.io/v1 Events in ns regarding the named
+// object of kind.
+func eventsAbout(t testing.TB, ns, kind, name string) []eventsv1.Event {
+	t.Helper()
+	list, err := cluster.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("listing Events in %s: %v", ns, err)
+	}
+	var out []eventsv1.Event
+	for _, e := range list.Items {
+		if e.Regarding.Kind == kind && e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// waitForEvent polls until an Event about the task has the reason and type
+// and passes check (nil: any), and returns it.
+func waitForEvent(t testing.TB, ns, task, eventType, reason string, check func(eventsv1.Event) error) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	framework.Eventually(t, settleTimeout, func() error {
+		var last error = fmt.Errorf("no %s Event %s about CalibanTask %s", eventType, reason, task)
+		for _, e := range eventsAbout(t, ns, "CalibanTask", task) {
+			if e.Type != eventType || e.Reason != reason {
+				continue
+			}
+			if check != nil {
+				if err := check(e); err != nil {
+					last = err
+					continue
+				}
+			}
+			found = e
+			return nil
+		}
+		return last
+	})
+	return found
+}
+
+// noteContains checks an Event's note.
+func noteContains(words ...string) func(eventsv1.Event) error {
+	return func(e eventsv1.Event) error {
+		for _, w := range words {
+			if !strings.Contains(e.Note, w) {
+				return fmt.Errorf("Event %s note %q does not contain %q", e.Reason, e.Note, w)
+			}
+		}
+		return nil
+	}
+}
+
+// consistently checks f every 200ms for d and fails the test the first
+// time it returns an error.
+func consistently(t testing.TB, d time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// metrics is a scrape of the Prometheus text format.
+type metrics []sample
+
+type sample struct {
+	name   string
+	labels map[string]string
+	value  float64
+}
+
+// parseMetrics reads the Prometheus text exposition format: one sample per
+// line, `name{label="value",...} value [timestamp]`, comments skipped.
+func parseMetrics(text string) (metrics, error) {
+	var out metrics
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		s := sample{labels: map[string]string{}}
+		end := strings.IndexAny(line, "{ ")
+		if end < 0 {
+			return nil, fmt.Errorf("metrics line %q", line)
+		}
+		s.name, line = line[:end], line[end:]
+		if strings.HasPrefix(line, "{") {
+			rest, err := parseLabels(line[1:], s.labels)
+			if err != nil {
+				return nil, fmt.Errorf("metrics line of %s: %w", s.name, err)
+			}
+			line = rest
+		}
+		fields := strings.Fields(line)
+		if len(fields) == 0 {
+			return nil, fmt.Errorf("metrics line of %s has no value", s.name)
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics line of %s: %w", s.name, err)
+		}
+		s.value = v
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// parseLabels reads `k="v",...}` into labels and returns what follows.
+func parseLabels(s string, labels map[string]string) (string, error) {
+	for {
+		s = strings.TrimLeft(s, ", ")
+		if strings.HasPrefix(s, "}") {
+			return s[1:], nil
+		}
+		eq := strings.Index(s, `="`)
+		if eq < 0 {
+			return "", fmt.Errorf("label in %q", s)
+		}
+		key := s[:eq]
+		s = s[eq+2:]
+		var value strings.Builder
+		for {
+			if s == "" {
+				return "", errors.New("unterminated label value")
+			}
+			c := s[0]
+			s = s[1:]
+			if c == '"' {
+				break
+			}
+			if c == '\\' && s != "" {
+				switch s[0] {
+				case 'n':
+					value.WriteByte('\n')
+				default:
+					value.WriteByte(s[0])
+				}
+				s = s[1:]
+				continue
+			}
+			value.WriteByte(c)
+		}
+		labels[key] = value.String()
+	}
+}
+
+// Find sums the samples of name whose labels include want, and reports
+// whether there was any.
+func (m metrics) Find(name string, want map[string]string) (float64, bool) {
+	var sum float64
+	found := false
+	for _, s := range m {
+		if s.name != name {
+			continue
+		}
+		match := true
+		for k, v := range want {
+			if s.labels[k] != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			sum += s.value
+			found = true
+		}
+	}
+	return sum, found
+}
