@@ -35,14 +35,19 @@ type statusTarget struct {
 
 var applyStatusOptions = metav1.PatchOptions{FieldManager: builders.FieldManager, Force: new(true)}
 
+// statusBody is the apply body of obj's status: type, identity, status.
+func statusBody(kind string, obj metav1.Object, status any) ([]byte, error) {
+	return json.Marshal(statusApply{
+		APIVersion: calibanv1alpha1.SchemeGroupVersion.String(), Kind: kind,
+		Metadata: statusTarget{Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID()},
+		Status:   status,
+	})
+}
+
 // applyTaskStatus server-side-applies the whole operator-owned status of a
 // task. A field the operator owned before and omits now is removed.
 func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calibanv1alpha1.CalibanTask, status calibanv1alpha1.CalibanTaskStatus) (*calibanv1alpha1.CalibanTask, error) {
-	body, err := json.Marshal(statusApply{
-		APIVersion: calibanv1alpha1.SchemeGroupVersion.String(), Kind: "CalibanTask",
-		Metadata: statusTarget{Name: task.Name, Namespace: task.Namespace, UID: task.UID},
-		Status:   status,
-	})
+	body, err := statusBody("CalibanTask", task, status)
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +57,7 @@ func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calib
 // applyWorkspaceStatus server-side-applies the whole operator-owned status
 // of a workspace.
 func applyWorkspaceStatus(ctx context.Context, c calibanclient.Interface, ws *calibanv1alpha1.Workspace, status calibanv1alpha1.WorkspaceStatus) (*calibanv1alpha1.Workspace, error) {
-	body, err := json.Marshal(statusApply{
-		APIVersion: calibanv1alpha1.SchemeGroupVersion.String(), Kind: "Workspace",
-		Metadata: statusTarget{Name: ws.Name, Namespace: ws.Namespace, UID: ws.UID},
-		Status:   status,
-	})
+	body, err := statusBody("Workspace", ws, status)
 	if err != nil {
 		return nil, err
 	}

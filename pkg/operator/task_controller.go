@@ -247,12 +247,10 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	)
 
 	if pin == nil {
+		// A missing Workspace is an answer (nil), not an error.
 		ws, err := c.workspaces.Workspaces(task.Namespace).Get(task.Spec.WorkspaceRef.Name)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return 0, err
-		}
-		if apierrors.IsNotFound(err) {
-			ws = nil
 		}
 		adm := builders.Admit(task, ws)
 		switch adm.Verdict {
