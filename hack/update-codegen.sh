@@ -16,7 +16,15 @@ BOILERPLATE="${ROOT}/hack/boilerplate.go.txt"
 export GOBIN="${ROOT}/bin/codegen"
 mkdir -p "${GOBIN}"
 
+# `go list -m -f {{.Dir}}` prints nothing for a module that is not in the
+# module cache yet (a fresh machine), so download it first; the version is
+# the one go.mod pins.
+go mod download k8s.io/code-generator
 CODEGEN_PKG=$(go list -m -f '{{.Dir}}' k8s.io/code-generator)
+if [[ -z "${CODEGEN_PKG}" || ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then
+  echo "update-codegen: cannot find kube_codegen.sh of k8s.io/code-generator (module directory '${CODEGEN_PKG}')" >&2
+  exit 1
+fi
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"
 

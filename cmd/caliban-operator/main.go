@@ -192,8 +192,8 @@ func runWithLeaderElection(ctx context.Context, s builders.Settings, clients ope
 			Lock:            lock,
 			Name:            s.LeaseName,
 			LeaseDuration:   s.LeaseDuration,
-			RenewDeadline:   s.LeaseDuration - s.LeaseGrace,
-			RetryPeriod:     leaseRetryPeriod(s),
+			RenewDeadline:   s.RenewDeadline(),
+			RetryPeriod:     s.RetryPeriod(),
 			ReleaseOnCancel: true,
 			Callbacks: leaderelection.LeaderCallbacks{
 				OnStartedLeading: func(termCtx context.Context) {
@@ -244,13 +244,6 @@ func runWithLeaderElection(ctx context.Context, s builders.Settings, clients ope
 		}
 	}
 	return nil
-}
-
-// leaseRetryPeriod is how often a candidate tries the lease and a leader
-// renews it: a fraction of the grace, so a renewal can fail once and still
-// land before the deadline.
-func leaseRetryPeriod(s builders.Settings) time.Duration {
-	return max(s.LeaseGrace/2, 500*time.Millisecond)
 }
 
 // probeState is what /readyz reports.

@@ -115,7 +115,7 @@ func ingressRule(calibandPort, base, end int32, peer networkingv1.NetworkPolicyP
 
 func TestBuildNetworkPolicyIngress(t *testing.T) {
 	tests := map[string]struct {
-		settings Settings
+		settings AgentSettings
 		want     []networkingv1.NetworkPolicyIngressRule
 	}{
 		"by default any pod of the task's namespace may reach caliband and the agent window": {
@@ -123,11 +123,11 @@ func TestBuildNetworkPolicyIngress(t *testing.T) {
 			want:     ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
 		},
 		"the ports follow the settings": {
-			settings: settings(func(s *Settings) { s.CalibandPort, s.AgentPortBase, s.AgentPortEnd = 9443, 20000, 20999 }),
+			settings: settings(func(s *AgentSettings) { s.CalibandPort, s.AgentPortBase, s.AgentPortEnd = 9443, 20000, 20999 }),
 			want:     ingressRule(9443, 20000, 20999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
 		},
 		"a one-port window is still a range": {
-			settings: settings(func(s *Settings) { s.AgentPortBase, s.AgentPortEnd = 7100, 7100 }),
+			settings: settings(func(s *AgentSettings) { s.AgentPortBase, s.AgentPortEnd = 7100, 7100 }),
 			want:     ingressRule(8443, 7100, 7100, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
 		},
 		"CALIBAN_INGRESS_POD_SELECTOR narrows the peer to those pods of the task's namespace": {

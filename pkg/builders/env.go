@@ -16,7 +16,7 @@ import (
 // agentPolicy variables (which win over a workspace env entry of the same
 // name) and last the daemon token. Secrets only ever appear as
 // secretKeyRefs.
-func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s Settings) []corev1.EnvVar {
+func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) []corev1.EnvVar {
 	var env envList
 
 	p := pin.Provider

@@ -409,7 +409,7 @@ func TestCalibandEnvWorkspaceEnv(t *testing.T) {
 
 func TestCalibandEnvDaemonToken(t *testing.T) {
 	tests := map[string]struct {
-		settings Settings
+		settings AgentSettings
 		want     corev1.EnvVar
 	}{
 		"the default token Secret and key": {

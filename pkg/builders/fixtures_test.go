@@ -117,22 +117,23 @@ func pinPolicy(p calibanv1alpha1.AgentPolicy) func(*calibanv1alpha1.ResolvedWork
 	return func(w *calibanv1alpha1.ResolvedWorkspace) { w.AgentPolicy = &p }
 }
 
-// settings is DefaultSettings with overrides.
-func settings(mods ...func(*Settings)) Settings {
-	s := DefaultSettings()
+// settings is DefaultAgentSettings with overrides.
+func settings(mods ...func(*AgentSettings)) AgentSettings {
+	s := DefaultAgentSettings()
 	for _, m := range mods {
 		m(&s)
 	}
 	return s
 }
 
-// parsedSettings reads an environment through ParseSettings, for the cases
-// whose meaning is defined by the variables (a blank request clears it).
-func parsedSettings(t testing.TB, env map[string]string) Settings {
+// parsedSettings reads an environment through ParseAgentSettings, for the
+// cases whose meaning is defined by the variables (a blank request clears
+// it).
+func parsedSettings(t testing.TB, env map[string]string) AgentSettings {
 	t.Helper()
-	s, err := ParseSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, "caliban-system")
+	s, err := ParseAgentSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
-		t.Fatalf("ParseSettings(%v): %v", env, err)
+		t.Fatalf("ParseAgentSettings(%v): %v", env, err)
 	}
 	return s
 }

@@ -20,7 +20,7 @@ import (
 // against spec.md §4 and §5 before committing it.
 
 // renderChildren is what the operator applies for a task, as YAML documents.
-func renderChildren(t *testing.T, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s Settings) []byte {
+func renderChildren(t *testing.T, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) []byte {
 	t.Helper()
 	u, err := SandboxToUnstructured(BuildSandbox(tk, p, s))
 	if err != nil {
@@ -44,7 +44,7 @@ func TestGoldenChildren(t *testing.T) {
 	tests := map[string]struct {
 		task     *calibanv1alpha1.CalibanTask
 		pin      *calibanv1alpha1.ResolvedWorkspace
-		settings Settings
+		settings AgentSettings
 	}{
 		"default-minimal": {
 			task:     task("refactor-auth"),

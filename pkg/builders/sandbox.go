@@ -28,7 +28,7 @@ const (
 
 // AdvertiseHost is the name caliband advertises to its clients and agents:
 // the Sandbox's headless Service in the task's namespace.
-func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s Settings) string {
+func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s AgentSettings) string {
 	return fmt.Sprintf("%s.%s.svc.%s", SandboxName(task.Name), task.Namespace, s.ClusterDomain)
 }
 
@@ -36,7 +36,7 @@ func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s Settings) string {
 // configuration pinned at admission: one pod running caliband, a workspace
 // volume claim, and a headless Service. Everything in it is the operator's
 // intent; nothing is read back from the cluster.
-func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s Settings) *sandboxv1beta1.Sandbox {
+func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) *sandboxv1beta1.Sandbox {
 	labels := TaskLabels(task)
 	yes := true
 	return &sandboxv1beta1.Sandbox{
@@ -67,7 +67,7 @@ func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.Resolv
 	}
 }
 
-func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s Settings) corev1.PodSpec {
+func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) corev1.PodSpec {
 	no, yes := false, true
 	uid, gid := s.AgentUID, s.AgentGID
 	spec := corev1.PodSpec{
@@ -108,7 +108,7 @@ func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWor
 	return spec
 }
 
-func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s Settings) corev1.Container {
+func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) corev1.Container {
 	c := corev1.Container{
 		Name:  ContainerCaliband,
 		Image: s.CalibandImage,

@@ -40,7 +40,7 @@ func TestBuildSandboxArgs(t *testing.T) {
 	tests := map[string]struct {
 		// inputs
 		task     *calibanv1alpha1.CalibanTask
-		settings Settings
+		settings AgentSettings
 		// expected
 		args []string
 	}{
@@ -60,7 +60,7 @@ func TestBuildSandboxArgs(t *testing.T) {
 		},
 		"every configurable value comes from the settings": {
 			task: task("refactor-auth"),
-			settings: settings(func(s *Settings) {
+			settings: settings(func(s *AgentSettings) {
 				s.WorkspaceRoot = "/srv/ws"
 				s.CalibandPort = 9443
 				s.AgentPortBase = 20000
@@ -114,7 +114,7 @@ func TestBuildSandboxArgs(t *testing.T) {
 func TestAdvertiseHost(t *testing.T) {
 	tests := map[string]struct {
 		task     *calibanv1alpha1.CalibanTask
-		settings Settings
+		settings AgentSettings
 		want     string
 	}{
 		"the Sandbox Service in the task's namespace under the cluster domain": {
@@ -125,7 +125,7 @@ func TestAdvertiseHost(t *testing.T) {
 			settings: settings(), want: "refactor-auth-sbx.other.svc.cluster.local",
 		},
 		"a configured cluster domain replaces cluster.local": {
-			task: task("refactor-auth"), settings: settings(func(s *Settings) { s.ClusterDomain = "k8s.corp" }),
+			task: task("refactor-auth"), settings: settings(func(s *AgentSettings) { s.ClusterDomain = "k8s.corp" }),
 			want: "refactor-auth-sbx.team-a.svc.k8s.corp",
 		},
 		"a long dotted name uses the safe Sandbox name": {
@@ -173,12 +173,12 @@ func TestBuildSandboxObjectMeta(t *testing.T) {
 
 func TestBuildSandboxSpecShape(t *testing.T) {
 	tests := map[string]struct {
-		settings Settings
+		settings AgentSettings
 		storage  string
 	}{
 		"the default claim asks for 10Gi": {settings: settings(), storage: "10Gi"},
 		"the claim asks for the configured storage": {
-			settings: settings(func(s *Settings) { s.WorkspaceStorage = quantity("250Gi") }), storage: "250Gi",
+			settings: settings(func(s *AgentSettings) { s.WorkspaceStorage = quantity("250Gi") }), storage: "250Gi",
 		},
 	}
 	for name, test := range tests {
@@ -255,14 +255,14 @@ func TestBuildSandboxRuntimeClass(t *testing.T) {
 }
 
 func TestBuildSandboxInitContainer(t *testing.T) {
-	gitSettings := settings(func(s *Settings) {
+	gitSettings := settings(func(s *AgentSettings) {
 		s.GitImage = "registry.local/git:2.45"
 		s.WorkspaceRoot = "/srv/ws"
 	})
 	tests := map[string]struct {
 		// inputs
 		pin      *calibanv1alpha1.ResolvedWorkspace
-		settings Settings
+		settings AgentSettings
 		// expected
 		want []corev1.Container
 	}{
@@ -326,7 +326,7 @@ func TestBuildSandboxCloneScriptStartsWithSetEU(t *testing.T) {
 
 func TestBuildSandboxResources(t *testing.T) {
 	tests := map[string]struct {
-		settings Settings
+		settings AgentSettings
 		want     corev1.ResourceRequirements
 	}{
 		"defaults request 250m and 512Mi with no limits": {
@@ -388,7 +388,7 @@ func TestTheSandboxApplyBodyOmitsClearedResources(t *testing.T) {
 
 func TestBuildSandboxSecurityContexts(t *testing.T) {
 	tests := map[string]struct {
-		settings Settings
+		settings AgentSettings
 		want     *corev1.PodSecurityContext
 	}{
 		"defaults run as 10001 with the runtime's default seccomp profile": {
@@ -400,7 +400,7 @@ func TestBuildSandboxSecurityContexts(t *testing.T) {
 			},
 		},
 		"the agent uid and gid come from the settings, fsGroup follows the gid": {
-			settings: settings(func(s *Settings) { s.AgentUID, s.AgentGID = 2000, 3000 }),
+			settings: settings(func(s *AgentSettings) { s.AgentUID, s.AgentGID = 2000, 3000 }),
 			want: &corev1.PodSecurityContext{
 				RunAsUser: new(int64(2000)), RunAsGroup: new(int64(3000)), FSGroup: new(int64(3000)),
 				RunAsNonRoot:   new(true),
@@ -437,11 +437,11 @@ func TestBuildSandboxSecurityContexts(t *testing.T) {
 
 func TestBuildSandboxPortsAndProbes(t *testing.T) {
 	tests := map[string]struct {
-		settings Settings
+		settings AgentSettings
 		port     int32
 	}{
 		"the default control port":  {settings: settings(), port: 8443},
-		"a configured control port": {settings: settings(func(s *Settings) { s.CalibandPort = 9443 }), port: 9443},
+		"a configured control port": {settings: settings(func(s *AgentSettings) { s.CalibandPort = 9443 }), port: 9443},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -488,7 +488,7 @@ func TestBuildSandboxVolumesAndMounts(t *testing.T) {
 	tests := map[string]struct {
 		// inputs
 		task     *calibanv1alpha1.CalibanTask
-		settings Settings
+		settings AgentSettings
 		// expected
 		volumes []corev1.Volume
 		mounts  []corev1.VolumeMount
@@ -506,7 +506,7 @@ func TestBuildSandboxVolumesAndMounts(t *testing.T) {
 		},
 		"with router config: the ConfigMap too, read-only at /etc/caliban/router": {
 			task:     task("t", taskRouterConfig("team-router")),
-			settings: settings(func(s *Settings) { s.SessionTLSSecret = "session-tls-2"; s.WorkspaceRoot = "/srv/ws" }),
+			settings: settings(func(s *AgentSettings) { s.SessionTLSSecret = "session-tls-2"; s.WorkspaceRoot = "/srv/ws" }),
 			volumes: []corev1.Volume{
 				{Name: "session-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "session-tls-2"}}},
 				{Name: "router-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

@@ -3,18 +3,12 @@ package builders
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"math"
-	"net"
-	"net/netip"
-	"path"
 	"strconv"
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	"k8s.io/apimachinery/pkg/api/validate/content"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -57,6 +51,7 @@ const (
 	EnvLogVerbosity          = "CALIBAN_LOG_VERBOSITY"
 	EnvLogFormat             = "CALIBAN_LOG_FORMAT"
 	EnvWatchNamespace        = "CALIBAN_WATCH_NAMESPACE"
+	EnvResyncSeconds         = "CALIBAN_RESYNC_SECONDS"
 )
 
 const (
@@ -64,8 +59,11 @@ const (
 	defaultClusterDomain = "cluster.local"
 	// maxID is the API's ceiling for runAsUser/runAsGroup.
 	maxID = math.MaxInt32
-	// maxLeaseSeconds keeps a lease duration from overflowing time.Duration.
-	maxLeaseSeconds = math.MaxInt64 / int64(time.Second)
+	// maxSeconds keeps a duration in seconds from overflowing time.Duration.
+	maxSeconds = math.MaxInt64 / int64(time.Second)
+	// defaultDrainTimeout bounds the drain at shutdown without leader
+	// election, where no other replica waits for this one to stop.
+	defaultDrainTimeout = 10 * time.Second
 )
 
 // Log formats accepted in CALIBAN_LOG_FORMAT.
@@ -75,108 +73,29 @@ const (
 )
 
 // Settings is the operator's whole configuration, read once at start-up.
+// It has two parts that change for different reasons: AgentSettings is the
+// contract of the agent pods the operator renders (every renderer takes
+// only that part), ProcessSettings is how the operator process itself runs.
 // A Settings returned by ParseSettings without error satisfies every rule
 // ParseSettings checks; code that builds one by hand (tests) starts from
 // DefaultSettings.
 type Settings struct {
-	CalibandImage string
-	GitImage      string
-	// WorkspaceRoot is absolute and cleaned: it is both the clone target
-	// and caliband's --workspace-root.
-	WorkspaceRoot    string
-	WorkspaceStorage resource.Quantity
-	AgentUID         int64
-	AgentGID         int64
-
-	CalibandPort  int32
-	AgentPortBase int32
-	// AgentPortEnd is inclusive. caliband has no end flag: it only bounds
-	// the NetworkPolicy's port range.
-	AgentPortEnd int32
-
-	SessionTLSSecret   string
-	SessionTokenSecret string
-	SessionTokenKey    string
-	SessionServerName  string
-
-	// CalibandResources holds only the entries that are set; a map with no
-	// entries is nil so the rendered container omits it.
-	CalibandResources corev1.ResourceRequirements
-
-	// ClusterDomain carries no trailing dot.
-	ClusterDomain string
-	// IngressNamespace is "" for the task's own namespace.
-	IngressNamespace string
-	// IngressPodSelector is nil when empty (every pod of the peer namespace).
-	IngressPodSelector map[string]string
-
-	LeaderElection bool
-	LeaseName      string
-	LeaseNamespace string
-	LeaseDuration  time.Duration
-	// LeaseGrace is always shorter than LeaseDuration.
-	LeaseGrace time.Duration
-	// PodName is the lease identity; ControllerPodName the Event instance.
-	PodName           string
-	ControllerPodName string
-
-	AgentSeccompProfile corev1.SeccompProfileType
-
-	// MetricsBindAddress is "" when metrics are disabled ("0").
-	MetricsBindAddress string
-	Workers            int
-	KubeAPIQPS         float32
-	KubeAPIBurst       int
-	LogVerbosity       int
-	LogFormat          string
-	// WatchNamespace is "" to watch every namespace.
-	WatchNamespace string
+	AgentSettings
+	ProcessSettings
 }
 
 // DefaultSettings is the configuration of an empty environment inside a
 // cluster, except LeaseNamespace, which only ParseSettings can know.
 func DefaultSettings() Settings {
-	return Settings{
-		CalibandImage:      "ghcr.io/caliban-ai/caliban:latest",
-		GitImage:           "alpine/git:latest",
-		WorkspaceRoot:      "/work",
-		WorkspaceStorage:   resource.MustParse("10Gi"),
-		AgentUID:           10001,
-		AgentGID:           10001,
-		CalibandPort:       8443,
-		AgentPortBase:      7100,
-		AgentPortEnd:       7999,
-		SessionTLSSecret:   "caliban-session-plane-tls",
-		SessionTokenSecret: "caliban-session-plane-token",
-		SessionTokenKey:    "token",
-		SessionServerName:  "caliband",
-		CalibandResources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("250m"),
-				corev1.ResourceMemory: resource.MustParse("512Mi"),
-			},
-		},
-		ClusterDomain:       defaultClusterDomain,
-		LeaderElection:      true,
-		LeaseName:           "caliban-operator",
-		LeaseDuration:       15 * time.Second,
-		LeaseGrace:          5 * time.Second,
-		PodName:             defaultPodName,
-		AgentSeccompProfile: corev1.SeccompProfileTypeRuntimeDefault,
-		MetricsBindAddress:  ":8080",
-		Workers:             4,
-		KubeAPIQPS:          50,
-		KubeAPIBurst:        100,
-		LogVerbosity:        0,
-		LogFormat:           LogFormatText,
-	}
+	return Settings{AgentSettings: DefaultAgentSettings(), ProcessSettings: DefaultProcessSettings()}
 }
 
-// ParseSettings reads every variable of spec.md §6 through lookup, which has
-// os.LookupEnv's shape (a nil lookup reads an empty environment).
-// podNamespace is the service-account namespace the caller read from the
-// pod's filesystem, "" outside a cluster; it is the lease namespace unless
-// CALIBAN_LEASE_NAMESPACE says otherwise, and is then held to the same rule.
+// ParseSettings reads every variable of the operator's environment (the
+// table in docs/deploying.md#configuration) through lookup, which has
+// os.LookupEnv's shape (a nil lookup reads an empty environment): the agent
+// variables, then the process variables. podNamespace is the
+// service-account namespace the caller read from the pod's filesystem, ""
+// outside a cluster (see ParseProcessSettings).
 //
 // Values are trimmed. An unset variable takes its default. A variable set to
 // a blank value is an error, except where blank has a meaning of its own:
@@ -193,60 +112,8 @@ func DefaultSettings() Settings {
 // operator, which names both window variables. On error the Settings is the
 // zero value.
 func ParseSettings(lookup func(string) (string, bool), podNamespace string) (Settings, error) {
-	if lookup == nil {
-		lookup = func(string) (string, bool) { return "", false }
-	}
-	p := &envParser{lookup: lookup}
-	s := DefaultSettings()
-
-	p.nonBlank(EnvCalibandImage, &s.CalibandImage)
-	p.nonBlank(EnvGitImage, &s.GitImage)
-	p.workspaceRoot(&s.WorkspaceRoot)
-	p.positiveQuantity(EnvWorkspaceStorage, &s.WorkspaceStorage)
-	p.id(EnvAgentUID, &s.AgentUID)
-	p.id(EnvAgentGID, &s.AgentGID)
-	p.ports(&s)
-
-	p.objectName(EnvSessionTLSSecret, &s.SessionTLSSecret)
-	p.objectName(EnvSessionTokenSecret, &s.SessionTokenSecret)
-	p.secretKey(EnvSessionTokenKey, &s.SessionTokenKey)
-	p.serverName(EnvSessionServerName, &s.SessionServerName)
-	p.resources(&s.CalibandResources)
-
-	p.clusterDomain(&s.ClusterDomain)
-	p.namespace(EnvIngressNamespace, &s.IngressNamespace)
-	p.podSelector(&s.IngressPodSelector)
-
-	electionKnown := p.boolean(EnvLeaderElection, &s.LeaderElection)
-	p.objectName(EnvLeaseName, &s.LeaseName)
-	leaseNamespaceOK := p.leaseNamespace(strings.TrimSpace(podNamespace), &s.LeaseNamespace)
-	if electionKnown && leaseNamespaceOK && s.LeaderElection && s.LeaseNamespace == "" {
-		p.fail("%s is not set and there is no service-account namespace (not running in a cluster); set it, or disable leader election with %s=false",
-			EnvLeaseNamespace, EnvLeaderElection)
-	}
-	durationOK := p.seconds(EnvLeaseDurationSeconds, &s.LeaseDuration)
-	graceOK := p.seconds(EnvLeaseGraceSeconds, &s.LeaseGrace)
-	if durationOK && graceOK && s.LeaseGrace >= s.LeaseDuration {
-		p.fail("%s %d must be less than %s %d", EnvLeaseGraceSeconds, int64(s.LeaseGrace/time.Second),
-			EnvLeaseDurationSeconds, int64(s.LeaseDuration/time.Second))
-	}
-	s.PodName = defaultPodName
-	if v := p.optional(EnvPodName); v != "" {
-		s.PodName = v
-	} else if v := p.optional(EnvHostname); v != "" {
-		s.PodName = v
-	}
-	s.ControllerPodName = p.optional(EnvControllerPodName)
-
-	p.seccompProfile(&s.AgentSeccompProfile)
-	p.metricsAddress(&s.MetricsBindAddress)
-	p.atLeast(EnvWorkers, 1, &s.Workers)
-	p.qps(&s.KubeAPIQPS)
-	p.atLeast(EnvKubeAPIBurst, 1, &s.KubeAPIBurst)
-	p.atLeast(EnvLogVerbosity, 0, &s.LogVerbosity)
-	p.logFormat(&s.LogFormat)
-	p.namespace(EnvWatchNamespace, &s.WatchNamespace)
-
+	p := newEnvParser(lookup)
+	s := Settings{AgentSettings: p.agent(), ProcessSettings: p.process(podNamespace)}
 	if len(p.errs) > 0 {
 		return Settings{}, errors.Join(p.errs...)
 	}
@@ -260,6 +127,13 @@ func ParseSettings(lookup func(string) (string, bool), podNamespace string) (Set
 type envParser struct {
 	lookup func(string) (string, bool)
 	errs   []error
+}
+
+func newEnvParser(lookup func(string) (string, bool)) *envParser {
+	if lookup == nil {
+		lookup = func(string) (string, bool) { return "", false }
+	}
+	return &envParser{lookup: lookup}
 }
 
 func (p *envParser) fail(format string, args ...any) {
@@ -297,18 +171,6 @@ func (p *envParser) nonBlank(name string, dst *string) {
 	if v, found, _ := p.present(name); found {
 		*dst = v
 	}
-}
-
-func (p *envParser) workspaceRoot(dst *string) {
-	v, found, _ := p.present(EnvWorkspaceRoot)
-	if !found {
-		return
-	}
-	if !path.IsAbs(v) {
-		p.fail("%s %q is not an absolute path", EnvWorkspaceRoot, v)
-		return
-	}
-	*dst = path.Clean(v)
 }
 
 // Quantity texts are bounded before they reach ParseQuantity: inf.Dec
@@ -351,22 +213,6 @@ func quantityTooCostly(v string) bool {
 	return err == nil && (exp > maxQuantityExponent || exp < -maxQuantityExponent)
 }
 
-func (p *envParser) positiveQuantity(name string, dst *resource.Quantity) {
-	v, found, _ := p.present(name)
-	if !found {
-		return
-	}
-	q, ok := p.quantity(name, v)
-	if !ok {
-		return
-	}
-	if q.Sign() <= 0 {
-		p.fail("%s %q must be positive", name, v)
-		return
-	}
-	*dst = q
-}
-
 // integer parses a decimal integer of the given bit size. An integer too
 // large for it is reported as out of range, not as "not an integer": the
 // user's intent was a number.
@@ -381,16 +227,6 @@ func (p *envParser) integer(name, v string, bits int, lo, hi int64) (int64, bool
 		return 0, false
 	}
 	return n, true
-}
-
-func (p *envParser) id(name string, dst *int64) {
-	v, found, _ := p.present(name)
-	if !found {
-		return
-	}
-	if n, ok := p.integer(name, v, 64, 1, maxID); ok {
-		*dst = n
-	}
 }
 
 func (p *envParser) port(name string, dst *int32) bool {
@@ -411,24 +247,6 @@ func (p *envParser) lookupSet(name string) bool {
 	return ok
 }
 
-// ports checks the window rules only on ports that are individually valid,
-// so a typo in one is reported once, not also as a window problem.
-func (p *envParser) ports(s *Settings) {
-	portOK := p.port(EnvCalibandPort, &s.CalibandPort)
-	baseOK := p.port(EnvAgentPortBase, &s.AgentPortBase)
-	endOK := p.port(EnvAgentPortEnd, &s.AgentPortEnd)
-	if !baseOK || !endOK {
-		return
-	}
-	if s.AgentPortBase > s.AgentPortEnd {
-		p.fail("agent port window is empty: %s %d > %s %d", EnvAgentPortBase, s.AgentPortBase, EnvAgentPortEnd, s.AgentPortEnd)
-		return
-	}
-	if portOK && s.CalibandPort >= s.AgentPortBase && s.CalibandPort <= s.AgentPortEnd {
-		p.fail("%s %d falls inside the agent port window %d-%d", EnvCalibandPort, s.CalibandPort, s.AgentPortBase, s.AgentPortEnd)
-	}
-}
-
 func (p *envParser) objectName(name string, dst *string) {
 	v, found, _ := p.present(name)
 	if !found {
@@ -436,32 +254,6 @@ func (p *envParser) objectName(name string, dst *string) {
 	}
 	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
 		p.fail("%s %q is not a valid object name: %s", name, v, strings.Join(errs, "; "))
-		return
-	}
-	*dst = v
-}
-
-func (p *envParser) secretKey(name string, dst *string) {
-	v, found, _ := p.present(name)
-	if !found {
-		return
-	}
-	if errs := validation.IsConfigMapKey(v); len(errs) > 0 {
-		p.fail("%s %q is not a valid Secret key: %s", name, v, strings.Join(errs, "; "))
-		return
-	}
-	*dst = v
-}
-
-// serverName must be a DNS name because caliband compares it with the
-// serving certificate's SANs; anything else can never verify.
-func (p *envParser) serverName(name string, dst *string) {
-	v, found, _ := p.present(name)
-	if !found {
-		return
-	}
-	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-		p.fail("%s %q is not a DNS name: %s", name, v, strings.Join(errs, "; "))
 		return
 	}
 	*dst = v
@@ -479,141 +271,6 @@ func (p *envParser) namespace(name string, dst *string) bool {
 	}
 	*dst = v
 	return true
-}
-
-// leaseNamespace takes CALIBAN_LEASE_NAMESPACE, else the pod's namespace,
-// which is checked too: it reaches the Lease API just the same.
-func (p *envParser) leaseNamespace(podNamespace string, dst *string) bool {
-	if p.optional(EnvLeaseNamespace) != "" {
-		return p.namespace(EnvLeaseNamespace, dst)
-	}
-	if podNamespace != "" {
-		if errs := validation.IsDNS1123Label(podNamespace); len(errs) > 0 {
-			p.fail("%s is not set and the service-account namespace %q is not a valid namespace name: %s",
-				EnvLeaseNamespace, podNamespace, strings.Join(errs, "; "))
-			return false
-		}
-	}
-	*dst = podNamespace
-	return true
-}
-
-// resourceVars pairs each request with its limit.
-var resourceVars = []struct {
-	request, limit string
-	resource       corev1.ResourceName
-}{
-	{EnvCalibandCPURequest, EnvCalibandCPULimit, corev1.ResourceCPU},
-	{EnvCalibandMemoryRequest, EnvCalibandMemoryLimit, corev1.ResourceMemory},
-}
-
-func (p *envParser) resources(dst *corev1.ResourceRequirements) {
-	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
-	maps.Copy(requests, dst.Requests)
-	maps.Copy(limits, dst.Limits)
-	// Requests first, then limits: the order of spec.md's table.
-	ok := map[string]bool{}
-	for _, rv := range resourceVars {
-		ok[rv.request] = p.resource(rv.request, rv.resource, requests)
-	}
-	for _, rv := range resourceVars {
-		ok[rv.limit] = p.resource(rv.limit, rv.resource, limits)
-	}
-	for _, rv := range resourceVars {
-		req, hasReq := requests[rv.resource]
-		lim, hasLim := limits[rv.resource]
-		if ok[rv.request] && ok[rv.limit] && hasReq && hasLim && req.Cmp(lim) > 0 {
-			note := ""
-			if !p.lookupSet(rv.request) {
-				note = " (the default)"
-			}
-			p.fail("%s %s%s is greater than %s %s", rv.request, req.String(), note, rv.limit, lim.String())
-		}
-	}
-	dst.Requests, dst.Limits = nil, nil
-	if len(requests) > 0 {
-		dst.Requests = requests
-	}
-	if len(limits) > 0 {
-		dst.Limits = limits
-	}
-}
-
-// resource applies one CALIBAND_*_REQUEST/_LIMIT variable to list: unset
-// keeps the entry, blank deletes it, anything else must be a non-negative
-// quantity.
-func (p *envParser) resource(name string, r corev1.ResourceName, list corev1.ResourceList) bool {
-	v, set := p.get(name)
-	switch {
-	case !set:
-		return true
-	case v == "":
-		delete(list, r)
-		return true
-	}
-	q, ok := p.quantity(name, v)
-	if !ok {
-		return false
-	}
-	if q.Sign() < 0 {
-		p.fail("%s %q must not be negative", name, v)
-		return false
-	}
-	list[r] = q
-	return true
-}
-
-func (p *envParser) clusterDomain(dst *string) {
-	v := strings.TrimSuffix(p.optional(EnvClusterDomain), ".")
-	if v == "" {
-		return
-	}
-	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-		p.fail("%s %q is not a DNS domain: %s", EnvClusterDomain, v, strings.Join(errs, "; "))
-		return
-	}
-	*dst = v
-}
-
-// podSelector parses "k=v,k2=v2". Every entry, including an empty one left by
-// a stray comma, must be key=value: a selector that silently matched more
-// pods than written would widen the NetworkPolicy.
-func (p *envParser) podSelector(dst *map[string]string) {
-	v := p.optional(EnvIngressPodSelector)
-	if v == "" {
-		return
-	}
-	sel := map[string]string{}
-	ok := true
-	for _, entry := range strings.Split(v, ",") {
-		entry = strings.TrimSpace(entry)
-		key, value, found := strings.Cut(entry, "=")
-		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
-		if !found || key == "" {
-			p.fail("%s: bad selector entry '%s' (want key=value)", EnvIngressPodSelector, quoteInner(entry))
-			ok = false
-			continue
-		}
-		if errs := content.IsLabelKey(key); len(errs) > 0 {
-			p.fail("%s: bad selector entry '%s': key is not a valid label key: %s", EnvIngressPodSelector, quoteInner(entry), strings.Join(errs, "; "))
-			ok = false
-			continue
-		}
-		if errs := content.IsLabelValue(value); len(errs) > 0 {
-			p.fail("%s: bad selector entry '%s': value is not a valid label value: %s", EnvIngressPodSelector, quoteInner(entry), strings.Join(errs, "; "))
-			ok = false
-			continue
-		}
-		if prev, dup := sel[key]; dup && prev != value {
-			p.fail("%s: key '%s' is given twice with different values", EnvIngressPodSelector, key)
-			ok = false
-			continue
-		}
-		sel[key] = value
-	}
-	if ok {
-		*dst = sel
-	}
 }
 
 // quoteInner escapes control characters and quotes the way %q does, without
@@ -640,101 +297,4 @@ func (p *envParser) boolean(name string, dst *bool) bool {
 		return false
 	}
 	return true
-}
-
-func (p *envParser) seconds(name string, dst *time.Duration) bool {
-	v, found, ok := p.present(name)
-	if !found {
-		return ok
-	}
-	n, ok := p.integer(name, v, 64, 1, maxLeaseSeconds)
-	if ok {
-		*dst = time.Duration(n) * time.Second
-	}
-	return ok
-}
-
-func (p *envParser) seccompProfile(dst *corev1.SeccompProfileType) {
-	v, found, _ := p.present(EnvAgentSeccompProfile)
-	if !found {
-		return
-	}
-	switch t := corev1.SeccompProfileType(v); t {
-	case corev1.SeccompProfileTypeRuntimeDefault, corev1.SeccompProfileTypeUnconfined:
-		*dst = t
-	default:
-		p.fail("%s %q is not one of: %s, %s", EnvAgentSeccompProfile, v,
-			corev1.SeccompProfileTypeRuntimeDefault, corev1.SeccompProfileTypeUnconfined)
-	}
-}
-
-// metricsAddress accepts "0" (disabled) or host:port where host is empty, an
-// IP address or a DNS name, and port is numeric: a named or zero port would
-// bind somewhere nobody scrapes.
-func (p *envParser) metricsAddress(dst *string) {
-	v, found, _ := p.present(EnvMetricsBindAddress)
-	if !found {
-		return
-	}
-	if v == "0" {
-		*dst = ""
-		return
-	}
-	host, port, err := net.SplitHostPort(v)
-	valid := err == nil
-	if valid {
-		n, perr := strconv.Atoi(port)
-		valid = perr == nil && n >= 1 && n <= 65535
-	}
-	if valid && host != "" {
-		_, aerr := netip.ParseAddr(host)
-		valid = aerr == nil || len(validation.IsDNS1123Subdomain(host)) == 0
-	}
-	if !valid {
-		p.fail("%s %q is neither 0 (disabled) nor host:port with a port in 1-65535", EnvMetricsBindAddress, v)
-		return
-	}
-	*dst = v
-}
-
-// atLeast reads an int that fits in 32 bits whatever the platform, so that
-// a verbosity always converts to klog.Level and worker counts stay sane.
-func (p *envParser) atLeast(name string, lo int64, dst *int) {
-	v, found, _ := p.present(name)
-	if !found {
-		return
-	}
-	if n, ok := p.integer(name, v, 32, lo, math.MaxInt32); ok {
-		*dst = int(n)
-	}
-}
-
-func (p *envParser) qps(dst *float32) {
-	v, found, _ := p.present(EnvKubeAPIQPS)
-	if !found {
-		return
-	}
-	f, err := strconv.ParseFloat(v, 32)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		p.fail("%s %q is not a number", EnvKubeAPIQPS, v)
-		return
-	}
-	// The negated comparison also refuses NaN, which ParseFloat accepts.
-	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		p.fail("%s %s must be a positive finite number", EnvKubeAPIQPS, v)
-		return
-	}
-	*dst = float32(f)
-}
-
-func (p *envParser) logFormat(dst *string) {
-	v, found, _ := p.present(EnvLogFormat)
-	if !found {
-		return
-	}
-	if v != LogFormatText && v != LogFormatJSON {
-		p.fail("%s %q is not one of: %s, %s", EnvLogFormat, v, LogFormatText, LogFormatJSON)
-		return
-	}
-	*dst = v
 }

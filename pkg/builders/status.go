@@ -44,7 +44,7 @@ type TaskStatusInput struct {
 // observedGeneration and the Ready condition. It is total: a field left out
 // is a field server-side apply removes. Conditions of other owners are not
 // in it.
-func TaskStatus(in TaskStatusInput, s Settings) calibanv1alpha1.CalibanTaskStatus {
+func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTaskStatus {
 	task := in.Task
 	status := calibanv1alpha1.CalibanTaskStatus{
 		ObservedGeneration: task.Generation,

@@ -161,7 +161,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			if tc.pin != nil {
 				posture = calibanv1alpha1.PostureSupervised
 			}
-			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, Now: tNow}, DefaultSettings())
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, Now: tNow}, DefaultAgentSettings())
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -172,7 +172,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 func TestTaskStatusChanged(t *testing.T) {
 	const fqdn = "fix-bug-sbx.team.svc.cluster.local"
 	in := TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(fqdn, sbReady("True", "")), Now: tNow}
-	running := TaskStatus(in, DefaultSettings())
+	running := TaskStatus(in, DefaultAgentSettings())
 	stored := fxTask(func(t *calibanv1alpha1.CalibanTask) { t.Status = *running.DeepCopy() })
 	tests := map[string]struct {
 		current calibanv1alpha1.CalibanTaskStatus
@@ -205,7 +205,7 @@ func TestTaskStatusChanged(t *testing.T) {
 		in2 := in
 		in2.Task = stored
 		in2.Now = metav1.NewTime(tNow.Add(time.Hour))
-		if TaskStatusChanged(stored.Status, TaskStatus(in2, DefaultSettings())) {
+		if TaskStatusChanged(stored.Status, TaskStatus(in2, DefaultAgentSettings())) {
 			t.Error("a resync would write")
 		}
 	})

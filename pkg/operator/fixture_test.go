@@ -82,7 +82,7 @@ func (f *fixture) taskController() *TaskController {
 		f.kubeInformers.Core().V1().ServiceAccounts(),
 		f.kubeInformers.Networking().V1().NetworkPolicies(),
 		f.dynInformers.ForResource(sandboxGVR),
-		builders.DefaultSettings(), f.events, nil, f.clock)
+		builders.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -92,7 +92,7 @@ func (f *fixture) taskController() *TaskController {
 func (f *fixture) workspaceController() *WorkspaceController {
 	f.t.Helper()
 	c, err := NewWorkspaceController(f.caliban, f.kube, f.calibanInformers.Caliban().V1alpha1().Workspaces(),
-		builders.DefaultSettings(), f.events, nil, f.clock)
+		builders.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
 	}

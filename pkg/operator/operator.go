@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,10 +22,6 @@ import (
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 )
-
-// resyncPeriod is the informers' periodic resync: a safety net, not the
-// trigger (events and requeues are).
-const resyncPeriod = 300 * time.Second
 
 // Clients are the API clients the controllers use.
 type Clients struct {
@@ -74,21 +69,21 @@ func (o *Operator) Run(ctx context.Context) error {
 	ownedOnly := func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{builders.LabelManagedBy: builders.FieldManager}.String()
 	}
-	calibanFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Caliban, resyncPeriod,
+	calibanFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Caliban, s.ResyncPeriod,
 		calibaninformerfactory.WithNamespace(s.WatchNamespace))
-	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, resyncPeriod,
+	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
 		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
-	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Clients.Dynamic, resyncPeriod, s.WatchNamespace, ownedOnly)
+	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Clients.Dynamic, s.ResyncPeriod, s.WatchNamespace, ownedOnly)
 
 	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
 	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
-	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, s, recorder, o.Metrics, clk)
+	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
 	}
 	tc, err := NewTaskController(o.Clients.Caliban, o.Clients.Kube, o.Clients.Dynamic, tasks, workspaces,
 		kubeFactory.Core().V1().ServiceAccounts(), kubeFactory.Networking().V1().NetworkPolicies(),
-		dynFactory.ForResource(sandboxGVR), s, recorder, o.Metrics, clk)
+		dynFactory.ForResource(sandboxGVR), s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
 	}

@@ -60,7 +60,7 @@ type TaskController struct {
 	serviceAccounts corelisters.ServiceAccountLister
 	networkPolicies networkinglisters.NetworkPolicyLister
 	sandboxes       cache.GenericLister
-	settings        builders.Settings
+	settings        builders.AgentSettings
 	recorder        Recorder
 	clock           clock.PassiveClock
 }
@@ -79,7 +79,7 @@ func NewTaskController(
 	serviceAccounts coreinformers.ServiceAccountInformer,
 	networkPolicies networkinginformers.NetworkPolicyInformer,
 	sandboxes informers.GenericInformer,
-	settings builders.Settings,
+	settings builders.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
 	clk clock.PassiveClock,

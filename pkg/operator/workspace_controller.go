@@ -38,7 +38,7 @@ type WorkspaceController struct {
 	caliban  calibanclient.Interface
 	kube     kubernetes.Interface
 	lister   calibanlisters.WorkspaceLister
-	settings builders.Settings
+	settings builders.AgentSettings
 	recorder Recorder
 	clock    clock.PassiveClock
 }
@@ -48,7 +48,7 @@ func NewWorkspaceController(
 	caliban calibanclient.Interface,
 	kube kubernetes.Interface,
 	workspaces calibaninformers.WorkspaceInformer,
-	settings builders.Settings,
+	settings builders.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
 	clk clock.PassiveClock,

@@ -253,12 +253,12 @@ func TestTheRenderedPodPassesPodSecurityRestricted(t *testing.T) {
 			s := test.scenario.settings
 			if test.seccomp != "" {
 				var err error
-				s, err = builders.ParseSettings(func(k string) (string, bool) {
+				s, err = builders.ParseAgentSettings(func(k string) (string, bool) {
 					if k == builders.EnvAgentSeccompProfile {
 						return test.seccomp, true
 					}
 					return "", false
-				}, ns)
+				})
 				if err != nil {
 					t.Fatal(err)
 				}

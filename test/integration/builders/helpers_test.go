@@ -21,7 +21,7 @@ const fieldManager = builders.FieldManager
 type scenario struct {
 	task     calibanv1alpha1.CalibanTaskSpec
 	pin      *calibanv1alpha1.ResolvedWorkspace
-	settings builders.Settings
+	settings builders.AgentSettings
 }
 
 // minimalScenario: default settings, one provider, one source.
@@ -38,7 +38,7 @@ func minimalScenario() scenario {
 				CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: "anthropic-key", Key: "api-key"},
 			},
 		},
-		settings: builders.DefaultSettings(),
+		settings: builders.DefaultAgentSettings(),
 	}
 }
 
@@ -88,14 +88,14 @@ func everyFeatureScenario(runtimeClass string) scenario {
 				ParallelToolLimit:       new(int32(4)),
 			},
 		},
-		settings: builders.DefaultSettings(),
+		settings: builders.DefaultAgentSettings(),
 	}
 	if runtimeClass != "" {
 		s.task.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: runtimeClass}
 		s.pin.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: "not-" + runtimeClass}
 	}
 	// Limits too, so every resources field reaches the server.
-	s.settings.CalibandResources.Limits = builders.DefaultSettings().CalibandResources.Requests.DeepCopy()
+	s.settings.CalibandResources.Limits = builders.DefaultAgentSettings().CalibandResources.Requests.DeepCopy()
 	return s
 }
 

@@ -1,0 +1,236 @@
+package builders
+
+import (
+	"errors"
+	"math"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// ProcessSettings is how the operator process runs: leader election,
+// identity, HTTP endpoints, queues, API client, logging, the namespace it
+// watches and how often it looks at everything again. No renderer reads it.
+type ProcessSettings struct {
+	LeaderElection bool
+	LeaseName      string
+	LeaseNamespace string
+	LeaseDuration  time.Duration
+	// LeaseGrace is always shorter than LeaseDuration.
+	LeaseGrace time.Duration
+	// PodName is the lease identity; ControllerPodName the Event instance.
+	PodName           string
+	ControllerPodName string
+
+	// MetricsBindAddress is "" when metrics are disabled ("0").
+	MetricsBindAddress string
+	Workers            int
+	KubeAPIQPS         float32
+	KubeAPIBurst       int
+	LogVerbosity       int
+	LogFormat          string
+	// WatchNamespace is "" to watch every namespace.
+	WatchNamespace string
+	// ResyncPeriod is the informers' periodic resync: every object is
+	// synced again that often, as a safety net behind the events.
+	ResyncPeriod time.Duration
+}
+
+// DefaultProcessSettings is the process configuration of an empty
+// environment, except LeaseNamespace, which only ParseProcessSettings can
+// know.
+func DefaultProcessSettings() ProcessSettings {
+	return ProcessSettings{
+		LeaderElection:     true,
+		LeaseName:          "caliban-operator",
+		LeaseDuration:      15 * time.Second,
+		LeaseGrace:         5 * time.Second,
+		PodName:            defaultPodName,
+		MetricsBindAddress: ":8080",
+		Workers:            4,
+		KubeAPIQPS:         50,
+		KubeAPIBurst:       100,
+		LogVerbosity:       0,
+		LogFormat:          LogFormatText,
+		ResyncPeriod:       300 * time.Second,
+	}
+}
+
+// RenewDeadline is how long a leader keeps trying to renew before it gives
+// the lease up: the lease duration less the grace, so that a leader that
+// lost the lease stops (and drains, see DrainTimeout) before a standby can
+// take the lease over.
+func (s ProcessSettings) RenewDeadline() time.Duration { return s.LeaseDuration - s.LeaseGrace }
+
+// RetryPeriod is how often a candidate tries the lease and a leader renews
+// it: half of the shorter of the grace and the renew deadline. Half of the
+// renew deadline keeps it below the deadline divided by client-go's jitter
+// factor (1.2) for every accepted duration and grace, so the elector never
+// refuses what start-up accepted; half of the grace lets a renewal fail once
+// and still land in time.
+func (s ProcessSettings) RetryPeriod() time.Duration {
+	return min(s.LeaseGrace, s.RenewDeadline()) / 2
+}
+
+// DrainTimeout bounds how long the syncs in flight may run once the
+// controllers stop. With leader election it is the lease grace: a leader
+// that lost its lease has at most that long before another replica may
+// take over, and two writers must never overlap.
+func (s ProcessSettings) DrainTimeout() time.Duration {
+	if s.LeaderElection {
+		return s.LeaseGrace
+	}
+	return defaultDrainTimeout
+}
+
+// ParseProcessSettings reads the process variables alone, with
+// ParseSettings' rules. podNamespace is the service-account namespace the
+// caller read from the pod's filesystem, "" outside a cluster; it is the
+// lease namespace unless CALIBAN_LEASE_NAMESPACE says otherwise, and is then
+// held to the same rule. On error the ProcessSettings is the zero value.
+func ParseProcessSettings(lookup func(string) (string, bool), podNamespace string) (ProcessSettings, error) {
+	p := newEnvParser(lookup)
+	s := p.process(podNamespace)
+	if len(p.errs) > 0 {
+		return ProcessSettings{}, errors.Join(p.errs...)
+	}
+	return s, nil
+}
+
+func (p *envParser) process(podNamespace string) ProcessSettings {
+	s := DefaultProcessSettings()
+	electionKnown := p.boolean(EnvLeaderElection, &s.LeaderElection)
+	p.objectName(EnvLeaseName, &s.LeaseName)
+	leaseNamespaceOK := p.leaseNamespace(strings.TrimSpace(podNamespace), &s.LeaseNamespace)
+	if electionKnown && leaseNamespaceOK && s.LeaderElection && s.LeaseNamespace == "" {
+		p.fail("%s is not set and there is no service-account namespace (not running in a cluster); set it, or disable leader election with %s=false",
+			EnvLeaseNamespace, EnvLeaderElection)
+	}
+	durationOK := p.seconds(EnvLeaseDurationSeconds, &s.LeaseDuration)
+	graceOK := p.seconds(EnvLeaseGraceSeconds, &s.LeaseGrace)
+	if durationOK && graceOK && s.LeaseGrace >= s.LeaseDuration {
+		p.fail("%s %d must be less than %s %d", EnvLeaseGraceSeconds, int64(s.LeaseGrace/time.Second),
+			EnvLeaseDurationSeconds, int64(s.LeaseDuration/time.Second))
+	}
+	s.PodName = defaultPodName
+	if v := p.optional(EnvPodName); v != "" {
+		s.PodName = v
+	} else if v := p.optional(EnvHostname); v != "" {
+		s.PodName = v
+	}
+	s.ControllerPodName = p.optional(EnvControllerPodName)
+
+	p.metricsAddress(&s.MetricsBindAddress)
+	p.atLeast(EnvWorkers, 1, &s.Workers)
+	p.qps(&s.KubeAPIQPS)
+	p.atLeast(EnvKubeAPIBurst, 1, &s.KubeAPIBurst)
+	p.atLeast(EnvLogVerbosity, 0, &s.LogVerbosity)
+	p.logFormat(&s.LogFormat)
+	p.namespace(EnvWatchNamespace, &s.WatchNamespace)
+	p.seconds(EnvResyncSeconds, &s.ResyncPeriod)
+	return s
+}
+
+// leaseNamespace takes CALIBAN_LEASE_NAMESPACE, else the pod's namespace,
+// which is checked too: it reaches the Lease API just the same.
+func (p *envParser) leaseNamespace(podNamespace string, dst *string) bool {
+	if p.optional(EnvLeaseNamespace) != "" {
+		return p.namespace(EnvLeaseNamespace, dst)
+	}
+	if podNamespace != "" {
+		if errs := validation.IsDNS1123Label(podNamespace); len(errs) > 0 {
+			p.fail("%s is not set and the service-account namespace %q is not a valid namespace name: %s",
+				EnvLeaseNamespace, podNamespace, strings.Join(errs, "; "))
+			return false
+		}
+	}
+	*dst = podNamespace
+	return true
+}
+
+func (p *envParser) seconds(name string, dst *time.Duration) bool {
+	v, found, ok := p.present(name)
+	if !found {
+		return ok
+	}
+	n, ok := p.integer(name, v, 64, 1, maxSeconds)
+	if ok {
+		*dst = time.Duration(n) * time.Second
+	}
+	return ok
+}
+
+// metricsAddress accepts "0" (disabled) or host:port where host is empty, an
+// IP address or a DNS name, and port is numeric: a named or zero port would
+// bind somewhere nobody scrapes.
+func (p *envParser) metricsAddress(dst *string) {
+	v, found, _ := p.present(EnvMetricsBindAddress)
+	if !found {
+		return
+	}
+	if v == "0" {
+		*dst = ""
+		return
+	}
+	host, port, err := net.SplitHostPort(v)
+	valid := err == nil
+	if valid {
+		n, perr := strconv.Atoi(port)
+		valid = perr == nil && n >= 1 && n <= 65535
+	}
+	if valid && host != "" {
+		_, aerr := netip.ParseAddr(host)
+		valid = aerr == nil || len(validation.IsDNS1123Subdomain(host)) == 0
+	}
+	if !valid {
+		p.fail("%s %q is neither 0 (disabled) nor host:port with a port in 1-65535", EnvMetricsBindAddress, v)
+		return
+	}
+	*dst = v
+}
+
+func (p *envParser) qps(dst *float32) {
+	v, found, _ := p.present(EnvKubeAPIQPS)
+	if !found {
+		return
+	}
+	f, err := strconv.ParseFloat(v, 32)
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		p.fail("%s %q is not a number", EnvKubeAPIQPS, v)
+		return
+	}
+	// The negated comparison also refuses NaN, which ParseFloat accepts.
+	if err != nil || !(f > 0) || math.IsInf(f, 0) {
+		p.fail("%s %s must be a positive finite number", EnvKubeAPIQPS, v)
+		return
+	}
+	*dst = float32(f)
+}
+
+func (p *envParser) logFormat(dst *string) {
+	v, found, _ := p.present(EnvLogFormat)
+	if !found {
+		return
+	}
+	if v != LogFormatText && v != LogFormatJSON {
+		p.fail("%s %q is not one of: %s, %s", EnvLogFormat, v, LogFormatText, LogFormatJSON)
+		return
+	}
+	*dst = v
+}
+
+// atLeast reads an int that fits in 32 bits whatever the platform, so that
+// a verbosity always converts to klog.Level and worker counts stay sane.
+func (p *envParser) atLeast(name string, lo int64, dst *int) {
+	v, found, _ := p.present(name)
+	if !found {
+		return
+	}
+	if n, ok := p.integer(name, v, 32, lo, math.MaxInt32); ok {
+		*dst = int(n)
+	}
+}

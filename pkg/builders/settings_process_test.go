@@ -1,0 +1,183 @@
+package builders
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Every lease duration and grace that start-up accepts must also be
+// accepted by client-go's elector, with the renew deadline and retry period
+// the process derives from them: a configuration that passes validation and
+// then fails when the operator first campaigns is a crash loop.
+func TestLeaseSettingsThatPassStartUpBuildAnElector(t *testing.T) {
+	build := func(s ProcessSettings) error {
+		_, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &resourcelock.LeaseLock{
+				LeaseMeta:  metav1.ObjectMeta{Name: s.LeaseName, Namespace: s.LeaseNamespace},
+				LockConfig: resourcelock.ResourceLockConfig{Identity: s.PodName},
+			},
+			Name:          s.LeaseName,
+			LeaseDuration: s.LeaseDuration,
+			RenewDeadline: s.RenewDeadline(),
+			RetryPeriod:   s.RetryPeriod(),
+			Callbacks: leaderelection.LeaderCallbacks{
+				OnStartedLeading: func(context.Context) {},
+				OnStoppedLeading: func() {},
+			},
+		})
+		return err
+	}
+	parse := func(duration, grace int64) (ProcessSettings, error) {
+		return ParseProcessSettings(settingsEnv(map[string]string{
+			EnvLeaseDurationSeconds: strconv.FormatInt(duration, 10),
+			EnvLeaseGraceSeconds:    strconv.FormatInt(grace, 10),
+		}), settingsPodNamespace)
+	}
+
+	accepted := 0
+	// Every pair up to two minutes, then the extremes.
+	pairs := [][2]int64{{maxSeconds, 1}, {maxSeconds, maxSeconds - 1}, {maxSeconds, maxSeconds / 2}, {3600, 3599}}
+	for d := int64(1); d <= 120; d++ {
+		for g := int64(1); g <= d+1; g++ {
+			pairs = append(pairs, [2]int64{d, g})
+		}
+	}
+	for _, pair := range pairs {
+		s, err := parse(pair[0], pair[1])
+		if err != nil {
+			if pair[1] < pair[0] {
+				t.Errorf("duration %d, grace %d refused: %v", pair[0], pair[1], err)
+			}
+			continue
+		}
+		accepted++
+		if err := build(s); err != nil {
+			t.Errorf("duration %d, grace %d passed start-up, but the elector refuses renew deadline %s and retry period %s: %v",
+				pair[0], pair[1], s.RenewDeadline(), s.RetryPeriod(), err)
+		}
+	}
+	if accepted < 7000 {
+		t.Errorf("only %d combinations accepted; the table no longer covers the range", accepted)
+	}
+}
+
+func TestProcessSettingsDerivedDurations(t *testing.T) {
+	tests := map[string]struct {
+		duration, grace     time.Duration
+		election            bool
+		renew, retry, drain time.Duration
+	}{
+		"the defaults renew for 10 s, retry every 2.5 s and drain for the grace": {
+			duration: 15 * time.Second, grace: 5 * time.Second, election: true,
+			renew: 10 * time.Second, retry: 2500 * time.Millisecond, drain: 5 * time.Second,
+		},
+		"a grace longer than the renew deadline retries within the deadline": {
+			duration: 15 * time.Second, grace: 10 * time.Second, election: true,
+			renew: 5 * time.Second, retry: 2500 * time.Millisecond, drain: 10 * time.Second,
+		},
+		"the shortest lease still retries": {
+			duration: 2 * time.Second, grace: time.Second, election: true,
+			renew: time.Second, retry: 500 * time.Millisecond, drain: time.Second,
+		},
+		"without leader election the drain has its own bound": {
+			duration: 15 * time.Second, grace: 5 * time.Second, election: false,
+			renew: 10 * time.Second, retry: 2500 * time.Millisecond, drain: 10 * time.Second,
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := DefaultProcessSettings()
+			s.LeaseDuration, s.LeaseGrace, s.LeaderElection = test.duration, test.grace, test.election
+			got := [3]time.Duration{s.RenewDeadline(), s.RetryPeriod(), s.DrainTimeout()}
+			want := [3]time.Duration{test.renew, test.retry, test.drain}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("renew, retry, drain (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The two halves of the configuration are read independently: the agent
+// half never looks at a process variable and the other way round, so a
+// renderer cannot come to depend on how the process runs.
+func TestSettingsHalvesReadDisjointVariables(t *testing.T) {
+	record := func(into map[string]bool) func(string) (string, bool) {
+		return func(name string) (string, bool) { into[name] = true; return "", false }
+	}
+	agent, process := map[string]bool{}, map[string]bool{}
+	if _, err := ParseAgentSettings(record(agent)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseProcessSettings(record(process), settingsPodNamespace); err != nil {
+		t.Fatal(err)
+	}
+	for name := range agent {
+		if process[name] {
+			t.Errorf("%s is read by both halves", name)
+		}
+	}
+	for _, name := range []string{EnvCalibandImage, EnvWorkspaceRoot, EnvAgentSeccompProfile, EnvIngressPodSelector} {
+		if !agent[name] {
+			t.Errorf("the agent half does not read %s", name)
+		}
+	}
+	for _, name := range []string{EnvLeaderElection, EnvWorkers, EnvResyncSeconds, EnvWatchNamespace} {
+		if !process[name] {
+			t.Errorf("the process half does not read %s", name)
+		}
+	}
+	if len(agent)+len(process) != len(settingsNames) {
+		t.Errorf("the halves read %d + %d variables; ParseSettings reads %d", len(agent), len(process), len(settingsNames))
+	}
+}
+
+func TestParseHalvesRefuse(t *testing.T) {
+	tests := map[string]struct {
+		env  map[string]string
+		want string
+	}{
+		"a resync of zero seconds": {
+			env:  map[string]string{EnvResyncSeconds: "0"},
+			want: "CALIBAN_RESYNC_SECONDS 0 is outside 1-9223372036",
+		},
+		"a resync that is not a number": {
+			env:  map[string]string{EnvResyncSeconds: "5m"},
+			want: `CALIBAN_RESYNC_SECONDS "5m" is not an integer`,
+		},
+		"a blank resync": {
+			env:  map[string]string{EnvResyncSeconds: " "},
+			want: "CALIBAN_RESYNC_SECONDS is set but blank",
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ParseProcessSettings(settingsEnv(test.env), settingsPodNamespace)
+			if diff := cmp.Diff(test.want, fmt.Sprint(err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(ProcessSettings{}, got); diff != "" {
+				t.Errorf("settings returned with an error (-want +got):\n%s", diff)
+			}
+		})
+	}
+	t.Run("the agent half reports its own variable", func(t *testing.T) {
+		_, err := ParseAgentSettings(settingsEnv(map[string]string{EnvCalibandPort: "7500"}))
+		if want := "CALIBAND_PORT 7500 falls inside the agent port window 7100-7999"; fmt.Sprint(err) != want {
+			t.Errorf("error %q, want %q", err, want)
+		}
+	})
+	t.Run("a resync period is read in seconds", func(t *testing.T) {
+		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvResyncSeconds: "7"}), settingsPodNamespace)
+		if err != nil || s.ResyncPeriod != 7*time.Second {
+			t.Errorf("ResyncPeriod %s, err %v; want 7s", s.ResyncPeriod, err)
+		}
+	})
+}
