@@ -16,6 +16,8 @@ const (
 	ReasonWorkspaceUnresolved = "WorkspaceUnresolved"
 	ReasonInvalidState        = "InvalidState"
 	ReasonPostureNotPermitted = "PostureNotPermitted"
+	// ReasonSandboxAPIUnavailable: agent-sandbox is not installed.
+	ReasonSandboxAPIUnavailable = "SandboxAPIUnavailable"
 )
 
 // Failure is why a task cannot run: a Ready reason and a message for people.

@@ -78,10 +78,12 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 
 func sourcePathProblem(sources []calibanv1alpha1.Source, root string) string {
 	root = path.Clean(root)
+	// "/" already ends in a separator; every other cleaned root does not.
+	under := strings.TrimSuffix(root, "/") + "/"
 	seen := map[string]string{}
 	for i, s := range sources {
 		p := path.Clean(s.Path)
-		if !path.IsAbs(s.Path) || !strings.HasPrefix(p, root+"/") {
+		if !path.IsAbs(s.Path) || p == root || !strings.HasPrefix(p, under) {
 			return fmt.Sprintf("sources[%d] '%s': path '%s' is not under the workspace root '%s'", i, s.Name, s.Path, root)
 		}
 		if other, dup := seen[p]; dup {
