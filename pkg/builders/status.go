@@ -48,8 +48,9 @@ type TaskStatusInput struct {
 	Now metav1.Time
 }
 
-// TaskStatus derives the whole status the operator owns (spec.md §3, "phase
-// derivation"): phase, endpoint, sandboxRef, the pin, the admitted posture,
+// TaskStatus derives the whole status the operator owns (the derivation
+// table of docs/crd-reference.md#phases): phase, endpoint, sandboxRef, the
+// pin, the admitted posture,
 // observedGeneration and the Ready condition. It is total: a field left out
 // is a field server-side apply removes. Conditions of other owners are not
 // in it.

@@ -42,8 +42,8 @@ func readyCond(status metav1.ConditionStatus, reason, message string, at metav1.
 	return metav1.Condition{Type: "Ready", Status: status, Reason: reason, Message: message, ObservedGeneration: 1, LastTransitionTime: at}
 }
 
-// TestTaskStatusPhaseDerivation has one case per row of spec.md §3's phase
-// derivation table, plus the edges around them.
+// TestTaskStatusPhaseDerivation has one case per row of the phase derivation
+// table in docs/crd-reference.md#phases, plus the edges around them.
 func TestTaskStatusPhaseDerivation(t *testing.T) {
 	const fqdn = "fix-bug-sbx.team.svc.cluster.local"
 	ref := &calibanv1alpha1.SandboxReference{Name: "fix-bug-sbx"}

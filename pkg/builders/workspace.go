@@ -41,7 +41,8 @@ const (
 	ReasonWorkspaceInvalid = "Invalid"
 )
 
-// ValidateWorkspace runs spec.md §2's checks in order and returns the first
+// ValidateWorkspace runs the checks of docs/crd-reference.md#validation in
+// order and returns the first
 // problem as a message naming the field, or "" when the workspace is valid.
 // root is the operator's workspace root. The error is the secret lookup's,
 // returned when the answer cannot be known.
