@@ -217,7 +217,7 @@ func runWithLeaderElection(ctx context.Context, s builders.Settings, clients ope
 
 // probeState is what /readyz reports.
 type probeState struct {
-	leading  atomic.Bool
+	leading atomic.Bool
 }
 
 func serveHTTP(ctx context.Context, addr string, metrics *operator.Metrics, state *probeState, op *operator.Operator) error {
