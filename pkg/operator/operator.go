@@ -100,7 +100,14 @@ func (o *Operator) Run(ctx context.Context) error {
 	wc.drainTimeout, tc.drainTimeout = s.DrainTimeout(), s.DrainTimeout()
 	if o.Metrics != nil {
 		o.Metrics.SetPhaseListers(tasks.Lister(), workspaces.Lister())
-		defer o.Metrics.SetPhaseListers(nil, nil)
+		// The gauges go when the term ends, not after the drain: a deposed
+		// leader must not report from a cache it stopped keeping.
+		stop := context.AfterFunc(ctx, func() { o.Metrics.SetPhaseListers(nil, nil) })
+		defer func() {
+			if stop() {
+				o.Metrics.SetPhaseListers(nil, nil)
+			}
+		}()
 	}
 
 	calibanFactory.Start(ctx.Done())

@@ -104,7 +104,8 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 	})
 }
 
-// provisioning: phase Provisioning, Ready False SandboxNotReady with the
+// provisioning: phase Provisioning on an applied Sandbox (sandboxRef set),
+// Ready False SandboxNotReady with the
 // message (when not empty), no endpoint.
 func provisioning(message string) taskCheck {
 	return func(task *calibanv1alpha1.CalibanTask) error {
@@ -113,6 +114,11 @@ func provisioning(message string) taskCheck {
 		}
 		if err := readyIs(task, metav1.ConditionFalse, builders.ReasonSandboxNotReady); err != nil {
 			return err
+		}
+		// The pin alone already says Provisioning; this waits for the
+		// Sandbox to have been applied.
+		if task.Status.SandboxRef == nil {
+			return fmt.Errorf("no sandboxRef yet")
 		}
 		if got := readyCondition(task).Message; message != "" && got != message {
 			return fmt.Errorf("Ready message %q, want the Sandbox's %q", got, message)
