@@ -1,0 +1,82 @@
+// Package app is the caliban-operator process once its settings are parsed:
+// the API clients, the HTTP endpoints and the controllers, run under leader
+// election or once. It lives apart from main so that the lifecycle can be
+// tested without a cluster (docs/adr/0006-process-lifecycle-package.md).
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+	"github.com/caliban-ai/caliban-operator/pkg/operator"
+)
+
+// BuildInfo identifies the binary in the logs and in the API user agent.
+type BuildInfo struct {
+	Version string
+	Commit  string
+}
+
+// Run runs the operator until ctx ends; see Process.Run for what it
+// returns. It reaches the cluster through KUBECONFIG when set and the
+// in-cluster configuration otherwise, and starts the controllers whether or
+// not agent-sandbox's Sandbox API is served (docs/architecture.md#process-start-up).
+func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting caliban-operator", "version", build.Version, "commit", build.Commit,
+		"leaderElection", s.LeaderElection, "watchNamespace", s.WatchNamespace, "workers", s.Workers)
+
+	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
+		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("loading the cluster configuration (KUBECONFIG, else in-cluster): %w", err)
+	}
+	cfg.QPS, cfg.Burst = s.KubeAPIQPS, s.KubeAPIBurst
+	cfg.UserAgent = builders.FieldManager + "/" + build.Version
+	clients, err := newClients(cfg)
+	if err != nil {
+		return err
+	}
+
+	metrics := operator.NewMetrics()
+	operator.RegisterClientMetrics(metrics.Registry)
+	p := &Process{
+		Settings:    s.ProcessSettings,
+		Leases:      clients.Kube.CoordinationV1(),
+		Controllers: &operator.Operator{Clients: clients, Settings: s, Metrics: metrics},
+	}
+	if s.MetricsBindAddress != "" {
+		// Probes and metrics stay up until the controllers have drained
+		// and the lease is released, not just until the signal.
+		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopServing()
+		if err := Serve(serveCtx, s.MetricsBindAddress, p.Handler(metrics.Registry)); err != nil {
+			return err
+		}
+	}
+	return p.Run(ctx)
+}
+
+func newClients(cfg *rest.Config) (operator.Clients, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return operator.Clients{}, err
+	}
+	cal, err := calibanclient.NewForConfig(cfg)
+	if err != nil {
+		return operator.Clients{}, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return operator.Clients{}, err
+	}
+	return operator.Clients{Kube: kube, Caliban: cal, Dynamic: dyn}, nil
+}

@@ -1,0 +1,90 @@
+package app
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+)
+
+func TestHandler(t *testing.T) {
+	t.Parallel()
+	type answer struct {
+		Code int
+		Body string
+	}
+	tests := []struct {
+		name             string
+		leading, running bool
+		path             string
+		want             answer
+	}{
+		{name: "a standby is ready", path: "/readyz",
+			want: answer{http.StatusOK, "ok\n"}},
+		{name: "a leader whose caches have not synced is not ready", leading: true, path: "/readyz",
+			want: answer{http.StatusServiceUnavailable, "leading, waiting for caches to sync\n"}},
+		{name: "a leader whose controllers run is ready", leading: true, running: true, path: "/readyz",
+			want: answer{http.StatusOK, "ok\n"}},
+		{name: "a standby is healthy", path: "/healthz",
+			want: answer{http.StatusOK, "ok\n"}},
+		{name: "a leader whose caches have not synced is healthy", leading: true, path: "/healthz",
+			want: answer{http.StatusOK, "ok\n"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFakeControllers(&writers{})
+			f.running.Store(tc.running)
+			p := &Process{Controllers: f}
+			p.leading.Store(tc.leading)
+			srv := httptest.NewServer(p.Handler(prometheus.NewRegistry()))
+			defer srv.Close()
+
+			resp, err := http.Get(srv.URL + tc.path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, answer{resp.StatusCode, string(body)}); diff != "" {
+				t.Errorf("GET %s (-want +got):\n%s", tc.path, diff)
+			}
+		})
+	}
+}
+
+func TestHandlerServesTheGivenMetrics(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(prometheus.NewCounter(prometheus.CounterOpts{Name: "caliban_test_marker_total", Help: "marker"}))
+	p := &Process{Controllers: newFakeControllers(&writers{})}
+	rec := httptest.NewRecorder()
+	p.Handler(reg).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "caliban_test_marker_total 0") {
+		t.Errorf("GET /metrics = %d %q, want 200 with caliban_test_marker_total", rec.Code, rec.Body.String())
+	}
+}
+
+func TestServeNamesTheVariableWhenItCannotListen(t *testing.T) {
+	t.Parallel()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	err = Serve(context.Background(), taken.Addr().String(), http.NotFoundHandler())
+	if err == nil || !strings.HasPrefix(err.Error(), builders.EnvMetricsBindAddress+" ") {
+		t.Errorf("Serve on a taken address = %v, want an error naming %s", err, builders.EnvMetricsBindAddress)
+	}
+}
