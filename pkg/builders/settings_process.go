@@ -77,12 +77,14 @@ func (s ProcessSettings) RetryPeriod() time.Duration {
 }
 
 // DrainTimeout bounds how long the syncs in flight may run once the
-// controllers stop. With leader election it is the lease grace: a leader
-// that lost its lease has at most that long before another replica may
-// take over, and two writers must never overlap.
+// controllers stop. Under leader election a leader notices a lost lease at
+// the latest a retry period plus the renew deadline after its last renewal,
+// and a standby may take over a lease duration after it: the drain gets
+// what lies between, the grace less a retry period, so two writers never
+// overlap.
 func (s ProcessSettings) DrainTimeout() time.Duration {
 	if s.LeaderElection {
-		return s.LeaseGrace
+		return s.LeaseGrace - s.RetryPeriod()
 	}
 	return defaultDrainTimeout
 }

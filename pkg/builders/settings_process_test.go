@@ -63,6 +63,12 @@ func TestLeaseSettingsThatPassStartUpBuildAnElector(t *testing.T) {
 			t.Errorf("duration %d, grace %d passed start-up, but the elector refuses renew deadline %s and retry period %s: %v",
 				pair[0], pair[1], s.RenewDeadline(), s.RetryPeriod(), err)
 		}
+		// A deposed leader stops at the latest retry + renew deadline after
+		// its last renewal, and must have drained before a standby may take
+		// over, a lease duration after it.
+		if d := s.DrainTimeout(); d <= 0 || s.RetryPeriod()+s.RenewDeadline()+d > s.LeaseDuration {
+			t.Errorf("duration %d, grace %d: drain %s is not positive or overlaps the next leader", pair[0], pair[1], d)
+		}
 	}
 	if accepted < 7000 {
 		t.Errorf("only %d combinations accepted; the table no longer covers the range", accepted)
@@ -75,17 +81,17 @@ func TestProcessSettingsDerivedDurations(t *testing.T) {
 		election            bool
 		renew, retry, drain time.Duration
 	}{
-		"the defaults renew for 10 s, retry every 2.5 s and drain for the grace": {
+		"the defaults renew for 10 s, retry every 2.5 s and drain for the grace less a retry": {
 			duration: 15 * time.Second, grace: 5 * time.Second, election: true,
-			renew: 10 * time.Second, retry: 2500 * time.Millisecond, drain: 5 * time.Second,
+			renew: 10 * time.Second, retry: 2500 * time.Millisecond, drain: 2500 * time.Millisecond,
 		},
 		"a grace longer than the renew deadline retries within the deadline": {
 			duration: 15 * time.Second, grace: 10 * time.Second, election: true,
-			renew: 5 * time.Second, retry: 2500 * time.Millisecond, drain: 10 * time.Second,
+			renew: 5 * time.Second, retry: 2500 * time.Millisecond, drain: 7500 * time.Millisecond,
 		},
-		"the shortest lease still retries": {
+		"the shortest lease still retries and drains": {
 			duration: 2 * time.Second, grace: time.Second, election: true,
-			renew: time.Second, retry: 500 * time.Millisecond, drain: time.Second,
+			renew: time.Second, retry: 500 * time.Millisecond, drain: 500 * time.Millisecond,
 		},
 		"without leader election the drain has its own bound": {
 			duration: 15 * time.Second, grace: 5 * time.Second, election: false,

@@ -123,13 +123,15 @@ func (o *Operator) Run(ctx context.Context) error {
 	wg.Go(func() { errs <- wc.Run(ctx, s.Workers) })
 	wg.Go(func() { errs <- tc.Run(ctx, s.Workers) })
 	wg.Go(func() { sandboxAPI.run(ctx) })
-	go func() {
+	// Waited for like the controllers: a late Store(true) must not outlive
+	// the term and report a next term ready before its caches synced.
+	wg.Go(func() {
 		// Ready once both controllers have synced caches and started.
-		if cacheSyncedAll(ctx, wc.synced, tc.synced) {
+		if cacheSyncedAll(ctx, wc.synced, tc.synced) && ctx.Err() == nil {
 			o.running.Store(true)
 			logger.Info("Controllers running")
 		}
-	}()
+	})
 	wg.Wait()
 	o.running.Store(false)
 	close(errs)
