@@ -50,6 +50,7 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 	if _, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Create(ctx, &calibanv1alpha1.Workspace{
 		ObjectMeta: metav1.ObjectMeta{Name: "demo"},
 		Spec: calibanv1alpha1.WorkspaceSpec{
+			DisplayName: "Late agent-sandbox",
 			Sources: []calibanv1alpha1.Source{{
 				Name: "caliban", Repo: "https://github.com/caliban-ai/caliban.git", Ref: "main", Path: "/work/caliban",
 			}},
