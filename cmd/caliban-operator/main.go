@@ -1,5 +1,5 @@
 // Command caliban-operator runs the caliban operator. It is configured only
-// by environment variables (docs: spec.md §6), reaches the cluster through
+// by environment variables (docs/deploying.md#configuration), reaches the cluster through
 // KUBECONFIG when set and the in-cluster configuration otherwise, and exits
 // non-zero with the offending variable named when its configuration is
 // invalid.

@@ -7,7 +7,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 )
 
-// Task Ready reasons (spec.md §3).
+// Task Ready reasons (docs/crd-reference.md#the-ready-condition).
 const (
 	ReasonRunning             = "Running"
 	ReasonSandboxNotReady     = "SandboxNotReady"
@@ -16,6 +16,8 @@ const (
 	ReasonWorkspaceUnresolved = "WorkspaceUnresolved"
 	ReasonInvalidState        = "InvalidState"
 	ReasonPostureNotPermitted = "PostureNotPermitted"
+	// ReasonSandboxAPIUnavailable: agent-sandbox is not installed.
+	ReasonSandboxAPIUnavailable = "SandboxAPIUnavailable"
 )
 
 // Failure is why a task cannot run: a Ready reason and a message for people.
@@ -46,7 +48,8 @@ type Admission struct {
 }
 
 // Admit decides whether a task with no pin may run under ws (nil when the
-// workspace does not exist), per spec.md §3 step 2: workspace state, the
+// workspace does not exist), in the order of
+// docs/crd-reference.md#admission: workspace state, the
 // posture gate, provider resolution, then the pin.
 func Admit(task *calibanv1alpha1.CalibanTask, ws *calibanv1alpha1.Workspace) Admission {
 	name := task.Spec.WorkspaceRef.Name

@@ -23,7 +23,8 @@ func BuildServiceAccount(task *calibanv1alpha1.CalibanTask) *corev1ac.ServiceAcc
 		WithAutomountServiceAccountToken(false)
 }
 
-// BuildNetworkPolicy isolates the task's pod (spec.md §5): ingress only to
+// BuildNetworkPolicy isolates the task's pod
+// (docs/crd-reference.md#networkpolicy): ingress only to
 // caliband's port and the agent port window from the configured peers;
 // egress to DNS plus everything (no workspace egress) or the pinned
 // allow-list.

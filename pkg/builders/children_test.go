@@ -14,7 +14,9 @@ import (
 
 // The ServiceAccount and NetworkPolicy are applied as applyconfigurations:
 // what matters is the JSON the apiserver receives, so these tests decode the
-// marshalled body and compare it with what spec.md §3 and §5 require.
+// marshalled body and compare it with what
+// docs/crd-reference.md#the-children-of-a-task and
+// docs/crd-reference.md#networkpolicy require.
 
 func fxOwnerRef(name string) map[string]any {
 	return map[string]any{

@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// caliband's command line (launch-contract.md §1.1). The operator passes each
+// caliband's command line (docs/caliband-launch-contract.md#command-line).
+// The operator passes each
 // flag and its value as two argv elements, in the container's args (the
 // image's ENTRYPOINT is caliband and its CMD is --help). The bearer token is
 // deliberately absent: it travels only as EnvDaemonToken from a Secret, never
@@ -38,7 +39,8 @@ const (
 	TLSCAPath   = TLSMountDir + "/" + TLSCAFile
 )
 
-// Variables the operator sets in the agent pod (launch-contract.md §2).
+// Variables the operator sets in the agent pod
+// (docs/caliband-launch-contract.md#environment).
 const (
 	// EnvDaemonToken carries caliband's bearer token, always from a
 	// secretKeyRef, never as a literal value.
@@ -65,8 +67,9 @@ const (
 	StorageSubstrateFS       = "fs"
 )
 
-// Workspace.spec.agentPolicy projections (spec.md §2, launch-contract.md
-// §2.4). Booleans are written only as "true" and omitted otherwise: caliban
+// Workspace.spec.agentPolicy projections (docs/crd-reference.md#agentpolicy,
+// docs/caliband-launch-contract.md#agent-policy-variables). Booleans are
+// written only as "true" and omitted otherwise: caliban
 // counts any env-sourced value as explicit, so even "false" can trip its
 // conflicts, and EnvStrictKnownMarketplaces reads any non-blank value as an
 // allow-list that blocks every real marketplace.
@@ -89,7 +92,8 @@ const (
 )
 
 // DeadEnvNames lists variables the operator must never emit into an agent
-// pod (launch-contract.md §5 item 2). Some were bugs of the original
+// pod (docs/caliband-launch-contract.md#names-the-operator-never-sets).
+// Some were bugs of the original
 // operator that caliban never reads; CALIBAN_CONTROL_TLS_CA and
 // CALIBAN_CONTROL_TLS_SERVER_NAME are caliband's own outputs to its workers,
 // and publishing them in the pod env would shadow what argv already says.

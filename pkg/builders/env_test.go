@@ -12,12 +12,15 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 )
 
-// These tests hold the caliband container's environment to spec.md §4 and
-// launch-contract.md §2.2-§2.4: the variables, their values, their order,
+// These tests hold the caliband container's environment to
+// docs/crd-reference.md#the-sandbox-and-the-agent-pod and to
+// docs/caliband-launch-contract.md#provider-variables, #storage-variables
+// and #agent-policy-variables: the variables, their values, their order,
 // and what must never appear.
 
 func TestCalibandEnvOrder(t *testing.T) {
-	// Every source of env at once, in spec.md §4's order: provider, storage,
+	// Every source of env at once, in the order of the numbered table in
+	// docs/caliband-launch-contract.md#environment: provider, storage,
 	// router config, workspace env, agentPolicy, daemon token.
 	got := CalibandEnv(everyFeatureTask("refactor-auth"), everyFeaturePin(), settings())
 	want := []corev1.EnvVar{
@@ -125,7 +128,7 @@ func TestCalibandEnvProvider(t *testing.T) {
 }
 
 func TestCalibandEnvStorage(t *testing.T) {
-	// launch-contract.md §2.3, one row per case.
+	// docs/caliband-launch-contract.md#storage-variables, one row per case.
 	tests := map[string]struct {
 		// input
 		state *calibanv1alpha1.StateSpec
@@ -568,7 +571,7 @@ func TestCalibandEnvNeverRepeatsAName(t *testing.T) {
 	}
 }
 
-// launch-contract.md §5 item 2 and spec.md §4: none of the dead names is
+// docs/caliband-launch-contract.md#names-the-operator-never-sets: no dead name is
 // ever emitted, whatever the operator's inputs.
 func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 	t.Run("from any of the operator's own projections", func(t *testing.T) {
@@ -580,7 +583,7 @@ func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 			}
 		}
 	})
-	t.Run("the list holds every name of launch-contract.md §5 item 2", func(t *testing.T) {
+	t.Run("the list holds every name the operator never sets", func(t *testing.T) {
 		want := []string{"GONZALO_ENDPOINT", "CALIBAN_ROUTER_CONFIG_REF", "CALIBAN_PROVIDER_BASE_URL", "CALIBAN_API_KEY",
 			"CALIBAN_MODEL", "CALIBAND_LISTEN", "CALIBAN_WORKSPACE_ROOT", "CALIBAN_WORKSPACE_SOURCES",
 			"CALIBAN_CONTROL_TLS_CA", "CALIBAN_CONTROL_TLS_SERVER_NAME"}
@@ -598,7 +601,7 @@ func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 			p.Env = append(p.Env, calibanv1alpha1.EnvVar{Name: dead, Value: "x"})
 			c := calibandOf(t, BuildSandbox(everyFeatureTask("t"), p, settings()).Spec.PodTemplate.Spec)
 			if slices.Contains(envNames(c.Env), dead) {
-				t.Errorf("%s is emitted; spec.md §4: never emit the dead names of launch-contract.md", dead)
+				t.Errorf("%s is emitted, but docs/caliband-launch-contract.md#names-the-operator-never-sets forbids it", dead)
 			}
 		})
 	}

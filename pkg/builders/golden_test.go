@@ -17,7 +17,8 @@ import (
 // reviewer sees every change to what reaches the cluster. The tables in the
 // other files say which rule each field follows; these files say that
 // nothing else changed. Regenerate with UPDATE_GOLDEN=1 and review the diff
-// against spec.md §4 and §5 before committing it.
+// against docs/crd-reference.md#the-sandbox-and-the-agent-pod and
+// docs/crd-reference.md#networkpolicy before committing it.
 
 // renderChildren is what the operator applies for a task, as YAML documents.
 func renderChildren(t *testing.T, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) []byte {

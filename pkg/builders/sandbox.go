@@ -32,7 +32,8 @@ func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s AgentSettings) string {
 	return fmt.Sprintf("%s.%s.svc.%s", SandboxName(task.Name), task.Namespace, s.ClusterDomain)
 }
 
-// BuildSandbox renders the task's Sandbox (spec.md §4) from the task and the
+// BuildSandbox renders the task's Sandbox
+// (docs/crd-reference.md#the-sandbox-and-the-agent-pod) from the task and the
 // configuration pinned at admission: one pod running caliband, a workspace
 // volume claim, and a headless Service. Everything in it is the operator's
 // intent; nothing is read back from the cluster.

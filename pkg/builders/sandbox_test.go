@@ -15,7 +15,8 @@ import (
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 )
 
-// These tests hold BuildSandbox to spec.md §4, one rule at a time. The
+// These tests hold BuildSandbox to
+// docs/crd-reference.md#the-sandbox-and-the-agent-pod, one rule at a time. The
 // golden files (golden_test.go) show whole objects; here each table names
 // the rule it checks.
 
@@ -366,7 +367,8 @@ func TestBuildSandboxResources(t *testing.T) {
 	}
 }
 
-// spec.md §4: resources are "omitted entirely when nothing is set". In a
+// docs/crd-reference.md#the-sandbox-and-the-agent-pod: resources are
+// "omitted when none is set". In a
 // server-side apply body a present field is a claimed field, so the
 // rendered object must not carry "resources: {}".
 func TestTheSandboxApplyBodyOmitsClearedResources(t *testing.T) {
@@ -553,7 +555,7 @@ func TestBuildSandboxPodIdentity(t *testing.T) {
 	}
 }
 
-// spec.md §3 "Names that always work": whichever form a name takes, every
+// docs/crd-reference.md#names: whichever form a name takes, every
 // place that refers to a child uses the same one.
 func TestSafeNamesAreUsedConsistently(t *testing.T) {
 	tests := map[string]struct {

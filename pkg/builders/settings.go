@@ -12,7 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// The operator's environment (spec.md §6). Nothing else in the code spells
+// The operator's environment (docs/deploying.md#configuration). Nothing
+// else in the code spells
 // these names.
 const (
 	EnvCalibandImage         = "CALIBAND_IMAGE"

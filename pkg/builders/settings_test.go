@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
-// settingsNames is every variable of spec.md §6, plus HOSTNAME (POD_NAME's
+// settingsNames is every variable of docs/deploying.md#configuration, plus
+// HOSTNAME (POD_NAME's
 // fallback), spelled out here rather than taken from the constants so that
 // a renamed constant fails the tests.
 var settingsNames = []string{
@@ -95,7 +96,7 @@ func TestDefaultSettings(t *testing.T) {
 			ResyncPeriod:       300 * time.Second,
 		},
 	}
-	t.Run("DefaultSettings is spec.md's table", func(t *testing.T) {
+	t.Run("DefaultSettings matches the Default columns of the configuration tables", func(t *testing.T) {
 		if diff := cmp.Diff(want, DefaultSettings()); diff != "" {
 			t.Errorf("DefaultSettings() (-want +got):\n%s", diff)
 		}
@@ -433,7 +434,7 @@ func TestParseSettingsRefuses(t *testing.T) {
 		// expected error, one problem per line ("..." ends a prefix)
 		want []string
 	}{
-		// spec.md's example uses 8500, which lies outside the default window.
+		// The example of docs/deploying.md#ports-and-networking.
 		"a port inside the agent window is refused naming CALIBAND_PORT": {
 			env:  map[string]string{"CALIBAND_PORT": "7500"},
 			want: []string{"CALIBAND_PORT 7500 falls inside the agent port window 7100-7999"},
@@ -764,7 +765,7 @@ func TestParseSettingsRefuses(t *testing.T) {
 			env:  map[string]string{"CALIBAN_LOG_FORMAT": "JSON"},
 			want: []string{`CALIBAN_LOG_FORMAT "JSON" is not one of: text, json`},
 		},
-		"every problem is reported, in the order of spec.md's table": {
+		"every problem is reported, in the documented order of checks": {
 			env: map[string]string{
 				"CALIBAN_LOG_FORMAT": "xml", "CALIBAND_PORT": "abc", "CALIBAN_WORKERS": "0", "CALIBAND_IMAGE": "",
 			},

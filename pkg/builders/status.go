@@ -21,6 +21,12 @@ const (
 	agentsFailedFallback = "one or more agents failed or crashed"
 )
 
+// SandboxAPIUnavailableMessage is the Ready message of a task that waits
+// for agent-sandbox to be installed.
+var SandboxAPIUnavailableMessage = fmt.Sprintf(
+	"agent-sandbox's API %s.%s/%s is not served; install agent-sandbox (its CRD and controller): the task stays Provisioning until then",
+	SandboxResource, sandboxv1beta1.SchemeGroupVersion.Group, sandboxv1beta1.SchemeGroupVersion.Version)
+
 // TaskStatusInput is everything a task's status is derived from.
 type TaskStatusInput struct {
 	// Task as read from the cache; its own conditions (prospero's
@@ -35,12 +41,16 @@ type TaskStatusInput struct {
 	Posture calibanv1alpha1.PermissionPosture
 	// Sandbox is the task's Sandbox as observed, nil when there is none.
 	Sandbox *sandboxv1beta1.Sandbox
+	// SandboxAPIMissing says agent-sandbox's Sandbox API is not served, so
+	// no Sandbox can be applied: the task waits in Provisioning.
+	SandboxAPIMissing bool
 	// Now stamps a Ready condition whose status changes.
 	Now metav1.Time
 }
 
-// TaskStatus derives the whole status the operator owns (spec.md §3, "phase
-// derivation"): phase, endpoint, sandboxRef, the pin, the admitted posture,
+// TaskStatus derives the whole status the operator owns (the derivation
+// table of docs/crd-reference.md#phases): phase, endpoint, sandboxRef, the
+// pin, the admitted posture,
 // observedGeneration and the Ready condition. It is total: a field left out
 // is a field server-side apply removes. Conditions of other owners are not
 // in it.
@@ -79,8 +89,13 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 			msg = agentsFailedFallback
 		}
 		setReady(metav1.ConditionFalse, ReasonAgentsFailed, msg)
+	case in.SandboxAPIMissing:
+		status.Phase = calibanv1alpha1.TaskProvisioning
+		setReady(metav1.ConditionFalse, ReasonSandboxAPIUnavailable, SandboxAPIUnavailableMessage)
 	case in.Sandbox == nil:
-		status.Phase = calibanv1alpha1.TaskPending
+		// Admitted and pinned; the Sandbox is applied right after the pin.
+		status.Phase = calibanv1alpha1.TaskProvisioning
+		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, fmt.Sprintf("Sandbox %s is not created yet", SandboxName(task.Name)))
 	default:
 		sbReady := meta.FindStatusCondition(in.Sandbox.Status.Conditions, ConditionReady)
 		fqdn := in.Sandbox.Status.ServiceFQDN

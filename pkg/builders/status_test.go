@@ -42,8 +42,8 @@ func readyCond(status metav1.ConditionStatus, reason, message string, at metav1.
 	return metav1.Condition{Type: "Ready", Status: status, Reason: reason, Message: message, ObservedGeneration: 1, LastTransitionTime: at}
 }
 
-// TestTaskStatusPhaseDerivation has one case per row of spec.md §3's phase
-// derivation table, plus the edges around them.
+// TestTaskStatusPhaseDerivation has one case per row of the phase derivation
+// table in docs/crd-reference.md#phases, plus the edges around them.
 func TestTaskStatusPhaseDerivation(t *testing.T) {
 	const fqdn = "fix-bug-sbx.team.svc.cluster.local"
 	ref := &calibanv1alpha1.SandboxReference{Name: "fix-bug-sbx"}
@@ -53,6 +53,8 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 		failure *Failure
 		pin     *calibanv1alpha1.ResolvedWorkspace
 		sandbox *sandboxv1beta1.Sandbox
+		// apiMissing: agent-sandbox's API is not served
+		apiMissing bool
 		// expected
 		want calibanv1alpha1.CalibanTaskStatus
 	}{
@@ -65,9 +67,27 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			task: fxTask(),
 			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Pending", ObservedGeneration: 1},
 		},
-		"pinned with no Sandbox observed yet is Pending": {
+		"pinned with no Sandbox yet is Provisioning: the pin is written before the children": {
 			task: fxTask(), pin: fxPin(),
-			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Pending", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised"},
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox fix-bug-sbx is not created yet", tNow)}},
+		},
+		"pinned while the Sandbox API is not served is Provisioning, saying what to install": {
+			task: fxTask(), pin: fxPin(), apiMissing: true,
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
+				Conditions: []metav1.Condition{readyCond("False", "SandboxAPIUnavailable",
+					"agent-sandbox's API sandboxes.agents.x-k8s.io/v1beta1 is not served; install agent-sandbox (its CRD and controller): the task stays Provisioning until then", tNow)}},
+		},
+		"a missing Sandbox API does not hide what prospero settled": {
+			task: fxTask(settledCond("True", "Succeeded", "")), pin: fxPin(), apiMissing: true,
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Completed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
+				Conditions: []metav1.Condition{readyCond("False", "Completed", "every agent has finished", tNow)}},
+		},
+		"an admission failure wins over a missing Sandbox API": {
+			task: fxTask(), pin: fxPin(), apiMissing: true,
+			failure: &Failure{ReasonInvalidState, "state.tokenRef: secret 's' not found"},
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
+				Conditions: []metav1.Condition{readyCond("False", "InvalidState", "state.tokenRef: secret 's' not found", tNow)}},
 		},
 		"a Sandbox with no Ready condition yet is Provisioning": {
 			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(""),
@@ -161,7 +181,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			if tc.pin != nil {
 				posture = calibanv1alpha1.PostureSupervised
 			}
-			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, Now: tNow}, DefaultAgentSettings())
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, Now: tNow}, DefaultAgentSettings())
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -41,7 +41,8 @@ const (
 	ReasonWorkspaceInvalid = "Invalid"
 )
 
-// ValidateWorkspace runs spec.md §2's checks in order and returns the first
+// ValidateWorkspace runs the checks of docs/crd-reference.md#validation in
+// order and returns the first
 // problem as a message naming the field, or "" when the workspace is valid.
 // root is the operator's workspace root. The error is the secret lookup's,
 // returned when the answer cannot be known.
@@ -78,10 +79,12 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 
 func sourcePathProblem(sources []calibanv1alpha1.Source, root string) string {
 	root = path.Clean(root)
+	// "/" already ends in a separator; every other cleaned root does not.
+	under := strings.TrimSuffix(root, "/") + "/"
 	seen := map[string]string{}
 	for i, s := range sources {
 		p := path.Clean(s.Path)
-		if !path.IsAbs(s.Path) || !strings.HasPrefix(p, root+"/") {
+		if !path.IsAbs(s.Path) || p == root || !strings.HasPrefix(p, under) {
 			return fmt.Sprintf("sources[%d] '%s': path '%s' is not under the workspace root '%s'", i, s.Name, s.Path, root)
 		}
 		if other, dup := seen[p]; dup {

@@ -61,6 +61,7 @@ func TestValidateWorkspace(t *testing.T) {
 		// inputs
 		ws      *calibanv1alpha1.Workspace
 		secrets []*corev1.Secret
+		root    string // "/work" when empty
 		// expected
 		problem string
 	}{
@@ -105,6 +106,17 @@ func TestValidateWorkspace(t *testing.T) {
 		"a sibling that only shares the root's prefix fails": {
 			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[0].Path = "/workspace/app" }),
 			problem: "sources[0] 'app': path '/workspace/app' is not under the workspace root '/work'",
+		},
+		"with the filesystem root as workspace root, any path below it is fine": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Sources[0].Path, ws.Spec.Sources[1].Path = "/src/app", "/lib"
+			}),
+			secrets: []*corev1.Secret{anthropicKey}, root: "/",
+		},
+		"with the filesystem root as workspace root, the root itself still fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[0].Path = "//" }),
+			root:    "/",
+			problem: "sources[0] 'app': path '//' is not under the workspace root '/'",
 		},
 		"two sources at the same path fail": {
 			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[1].Path = "/work/app/" }),
@@ -200,7 +212,11 @@ func TestValidateWorkspace(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := ValidateWorkspace(&tc.ws.Spec, "/work", fxSecrets(tc.secrets...))
+			root := tc.root
+			if root == "" {
+				root = "/work"
+			}
+			got, err := ValidateWorkspace(&tc.ws.Spec, root, fxSecrets(tc.secrets...))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
-// Event reasons (spec.md §3).
+// Event reasons (docs/crd-reference.md#events).
 const (
 	EventPhaseChanged       = "PhaseChanged"
 	EventUnattendedAdmitted = "UnattendedAdmitted"
@@ -50,7 +50,7 @@ func truncateNote(note string) string {
 
 // NewEventBroadcaster returns a broadcaster writing to events.k8s.io/v1
 // whose Events name instance as their reporting instance (client-go would
-// use the host name): spec.md §3 wants CONTROLLER_POD_NAME there.
+// use the host name): docs/crd-reference.md#events wants CONTROLLER_POD_NAME.
 func NewEventBroadcaster(kube kubernetes.Interface, instance string) events.EventBroadcaster {
 	var sink events.EventSink = &events.EventSinkImpl{Interface: kube.EventsV1()}
 	if instance != "" {

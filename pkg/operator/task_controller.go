@@ -33,7 +33,8 @@ import (
 // TaskControllerName names the CalibanTask queue (and its metrics).
 const TaskControllerName = "calibantask"
 
-// Requeue intervals of spec.md §3: a task waiting on a Pending workspace
+// Requeue intervals (docs/crd-reference.md#requeue-intervals): a task waiting
+// on a Pending workspace
 // looks again soon (the workspace index usually wakes it sooner); a failed
 // admission waits longer, since a person has to change something.
 const (
@@ -235,7 +236,8 @@ func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (ti
 	return after, err
 }
 
-// reconcile follows spec.md §3: admission and the pin (once), the
+// reconcile follows docs/crd-reference.md#admission (pseudo-code in
+// docs/architecture.md#task-sync): admission and the pin (once), the
 // per-reconcile posture and state checks, the children, then the status.
 func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.CalibanTask) (time.Duration, error) {
 	logger := klog.FromContext(ctx)

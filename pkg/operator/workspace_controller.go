@@ -23,7 +23,8 @@ import (
 // WorkspaceControllerName names the Workspace queue (and its metrics).
 const WorkspaceControllerName = "workspace"
 
-// Workspace re-check intervals (spec.md §2). Secrets are read, never
+// Workspace re-check intervals (docs/crd-reference.md#requeue-intervals).
+// Secrets are read, never
 // watched, so a Failed workspace is polled: creating the missing Secret
 // recovers it within seconds.
 const (

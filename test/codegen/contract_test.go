@@ -15,7 +15,8 @@ import (
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
-// field is what spec.md §2–§3 says about one field of a CRD schema.
+// field is what docs/crd-reference.md (#spec for Workspace, #spec-1 for
+// CalibanTask) says about one field of a CRD schema.
 type field struct {
 	typ       string
 	required  bool
@@ -26,7 +27,8 @@ type field struct {
 	minItems  int64
 }
 
-// TestCRDSchemasFollowTheSpec walks every field spec.md names. Paths use
+// TestCRDSchemasFollowTheSpec walks every field docs/crd-reference.md names
+// (#spec and #spec-1). Paths use
 // "[]" for list items.
 func TestCRDSchemasFollowTheSpec(t *testing.T) {
 	workspace := map[string]field{

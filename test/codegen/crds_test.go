@@ -1,6 +1,6 @@
 // Package codegen_test checks the generated CRDs: that the committed YAML is
 // exactly what the API types generate, and that the schema says what
-// spec.md says, field by field.
+// docs/crd-reference.md#spec and #spec-1 say, field by field.
 package codegen_test
 
 import (

@@ -10,7 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -367,18 +367,53 @@ func TestKubectlColumns(t *testing.T) {
 			}
 		})
 	}
-	t.Run("the Posture column shows the defaulted posture", func(t *testing.T) {
-		raw, err := cluster.Caliban.CalibanV1alpha1().RESTClient().Get().
-			Namespace(ns).Resource("calibantasks").
-			SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
-			Do(ctx).Raw()
-		if err != nil {
+	// A task that asked for unattended and was not admitted must not look
+	// unattended: the column reads the admitted posture from the status.
+	t.Run("the Posture column shows the admitted posture, not the requested one", func(t *testing.T) {
+		u := &unstructured.Unstructured{Object: set(set(validTask(), "asks-unattended", "metadata", "name"),
+			"unattended", "spec", "task", "permissionPosture")}
+		if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(string(raw), `"supervised"`) {
-			t.Errorf("table does not show the supervised posture: %s", raw)
+		if got := postureCell(ctx, t, ns, "asks-unattended"); got != "" {
+			t.Errorf("Posture of a task not yet admitted = %q, want empty", got)
+		}
+		admitted := []byte(`{"apiVersion":"caliban.caliban-ai.dev/v1alpha1","kind":"CalibanTask","metadata":{"name":"asks-unattended"},
+			"status":{"permissionPosture":"supervised"}}`)
+		if _, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Patch(ctx, "asks-unattended", types.ApplyPatchType, admitted,
+			metav1.PatchOptions{FieldManager: "caliban-operator", Force: new(true)}, "status"); err != nil {
+			t.Fatal(err)
+		}
+		if got := postureCell(ctx, t, ns, "asks-unattended"); got != "supervised" {
+			t.Errorf("Posture = %q, want the admitted supervised", got)
 		}
 	})
+}
+
+// postureCell is the Posture cell of one task in the apiserver's Table
+// rendering, the one kubectl get prints.
+func postureCell(ctx context.Context, t *testing.T, ns, name string) string {
+	t.Helper()
+	raw, err := cluster.Caliban.CalibanV1alpha1().RESTClient().Get().
+		Namespace(ns).Resource("calibantasks").Name(name).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+		Do(ctx).Raw()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table metav1.Table
+	if err := json.Unmarshal(raw, &table); err != nil {
+		t.Fatal(err)
+	}
+	col := slices.IndexFunc(table.ColumnDefinitions, func(c metav1.TableColumnDefinition) bool { return c.Name == "Posture" })
+	if col < 0 || len(table.Rows) != 1 {
+		t.Fatalf("no Posture column or not one row: %s", raw)
+	}
+	cell := table.Rows[0].Cells[col]
+	if cell == nil {
+		return ""
+	}
+	return fmt.Sprint(cell)
 }
 
 // prospero writes AgentsSettled with its own field manager, unforced, with

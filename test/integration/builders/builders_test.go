@@ -198,7 +198,8 @@ func TestTheRenderedServiceAccountAppliesAndReadsBack(t *testing.T) {
 }
 
 // podFromSandbox is the pod agent-sandbox creates for a Sandbox
-// (agent-sandbox.md): named after the Sandbox, with the template's labels
+// (docs/crd-reference.md#what-agent-sandbox-creates-from-the-sandbox):
+// named after the Sandbox, with the template's labels
 // and spec, and one volume per claim template, named after the template,
 // whose claim is "<template>-<sandbox>".
 func podFromSandbox(sb *sandboxv1beta1.Sandbox) *corev1.Pod {
@@ -217,7 +218,8 @@ func podFromSandbox(sb *sandboxv1beta1.Sandbox) *corev1.Pod {
 	return pod
 }
 
-// spec.md §4: the rendered pod passes the Pod Security Standard
+// docs/crd-reference.md#the-sandbox-and-the-agent-pod: the rendered pod
+// passes the Pod Security Standard
 // "restricted" profile with default settings. The Unconfined case proves
 // the namespace really enforces the profile.
 func TestTheRenderedPodPassesPodSecurityRestricted(t *testing.T) {

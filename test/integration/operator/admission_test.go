@@ -14,7 +14,8 @@ import (
 )
 
 // admittedWithin bounds how long after its workspace turns Ready a waiting
-// task may take to run. spec.md §2 wakes such tasks at once through the
+// task may take to run. Such tasks are woken at once
+// (docs/architecture.md#what-wakes-a-task) through the
 // workspace index; their own requeues come only every 10 s (Pending
 // workspace) or 30 s (failed admission), so this tells the two apart.
 const admittedWithin = 7 * time.Second
@@ -210,7 +211,8 @@ func TestAWorkspaceRecoversOnceItsSecretExists(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			// spec.md §2: a failed workspace is re-checked every 15 s.
+			// A failed workspace is re-checked every 15 s
+			// (docs/crd-reference.md#requeue-intervals).
 			waitForWorkspace(t, ns, ws, 20*time.Second, func(w *calibanv1alpha1.Workspace) error {
 				if w.Status.Message != "" {
 					return fmt.Errorf("message %q on a recovering workspace", w.Status.Message)

@@ -173,7 +173,7 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 		op.Stop(t)
 	})
 
-	t.Run("the cluster-wide variant grants exactly what spec.md §7 lists", func(t *testing.T) {
+	t.Run("the cluster-wide variant grants exactly what the RBAC table lists", func(t *testing.T) {
 		if err := cluster.Apply(ctx, "", kustomize(t, "manifests")...); err != nil {
 			t.Fatal(err)
 		}
@@ -360,7 +360,8 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 			t.Errorf("%s is not wired from the downward API: %+v", name, e)
 		}
 	}
-	// Every setting of spec.md §6 is present in the Deployment, so that a
+	// Every setting of docs/deploying.md#configuration is present in the
+	// Deployment, so that a
 	// cluster operator edits a value rather than discovers a name.
 	read := map[string]bool{}
 	_, _ = builders.ParseSettings(func(name string) (string, bool) { read[name] = true; return "", false }, operatorNamespace)

@@ -10,7 +10,7 @@ import (
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ctask,categories=caliban
 // +kubebuilder:printcolumn:name=Phase,type=string,JSONPath=`.status.phase`
-// +kubebuilder:printcolumn:name=Posture,type=string,JSONPath=`.spec.task.permissionPosture`
+// +kubebuilder:printcolumn:name=Posture,type=string,JSONPath=`.status.permissionPosture`,description="The posture the task was admitted with"
 // +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name=Endpoint,type=string,JSONPath=`.status.calibandEndpoint`,priority=1
 
