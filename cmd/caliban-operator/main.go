@@ -23,7 +23,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,7 +31,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 
-	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	"github.com/caliban-ai/caliban-operator/pkg/operator"
@@ -117,11 +115,6 @@ func run(ctx context.Context, s builders.Settings) error {
 		}
 	}
 
-	if err := waitForSandboxAPI(ctx, clients.Kube.Discovery()); err != nil {
-		return err
-	}
-	state.apiReady.Store(true)
-
 	if !s.LeaderElection {
 		state.leading.Store(true)
 		return op.Run(ctx)
@@ -143,30 +136,6 @@ func newClients(cfg *rest.Config) (operator.Clients, error) {
 		return operator.Clients{}, err
 	}
 	return operator.Clients{Kube: kube, Caliban: cal, Dynamic: dyn}, nil
-}
-
-// waitForSandboxAPI blocks until agent-sandbox's Sandbox API is served.
-// Without it there is nothing to reconcile into; rather than exit (and
-// crash-loop), the operator says what is missing and keeps checking.
-func waitForSandboxAPI(ctx context.Context, d discovery.DiscoveryInterface) error {
-	gv := sandboxv1beta1.SchemeGroupVersion.String()
-	for {
-		list, err := d.ServerResourcesForGroupVersion(gv)
-		if err == nil {
-			for _, r := range list.APIResources {
-				if r.Name == builders.SandboxResource {
-					return nil
-				}
-			}
-		}
-		klog.FromContext(ctx).Info("agent-sandbox's Sandbox API is not served; install agent-sandbox (its CRD sandboxes.agents.x-k8s.io, version v1beta1) — checking again in 10s",
-			"groupVersion", gv, "error", err)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(10 * time.Second):
-		}
-	}
 }
 
 // runWithLeaderElection campaigns for the lease until ctx ends. Each term
@@ -248,8 +217,7 @@ func runWithLeaderElection(ctx context.Context, s builders.Settings, clients ope
 
 // probeState is what /readyz reports.
 type probeState struct {
-	apiReady atomic.Bool
-	leading  atomic.Bool
+	leading atomic.Bool
 }
 
 func serveHTTP(ctx context.Context, addr string, metrics *operator.Metrics, state *probeState, op *operator.Operator) error {
@@ -258,8 +226,6 @@ func serveHTTP(ctx context.Context, addr string, metrics *operator.Metrics, stat
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
-		case !state.apiReady.Load():
-			http.Error(w, "waiting for agent-sandbox's Sandbox API", http.StatusServiceUnavailable)
 		case state.leading.Load() && !op.Running():
 			http.Error(w, "leading, waiting for caches to sync", http.StatusServiceUnavailable)
 		default:

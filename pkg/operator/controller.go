@@ -18,8 +18,8 @@ import (
 // help.
 type syncFunc func(ctx context.Context, key cache.ObjectName) (after time.Duration, err error)
 
-// drainTimeout bounds how long shutdown waits for syncs in flight.
-const drainTimeout = 10 * time.Second
+// defaultDrainTimeout bounds the drain of a controller whose owner set none.
+const defaultDrainTimeout = 10 * time.Second
 
 // loop is the queue-and-workers part every controller shares: named queue,
 // cache-sync wait, workers, and a shutdown that lets in-flight syncs finish.
@@ -29,6 +29,10 @@ type loop struct {
 	synced  []cache.InformerSynced
 	sync    syncFunc
 	metrics *Metrics
+	// drainTimeout bounds how long syncs in flight may go on once the
+	// controller stops; under leader election it is the lease grace, so a
+	// deposed leader has stopped writing before another can take over.
+	drainTimeout time.Duration
 }
 
 func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], metrics *Metrics) *loop {
@@ -36,7 +40,7 @@ func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], 
 	if metrics != nil {
 		cfg.MetricsProvider = metrics.WorkqueueProvider()
 	}
-	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: metrics}
+	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: metrics, drainTimeout: defaultDrainTimeout}
 }
 
 // rateLimiter is the retry policy of a controller's queue: per-item
@@ -74,6 +78,7 @@ func (l *loop) run(ctx context.Context, workers int) error {
 	}
 	// Syncs in flight when ctx ends may finish their API calls, for at
 	// most drainTimeout: a half-written status is worse than a late exit.
+	// No sync starts after ctx ended, though the queue still holds items.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 
@@ -81,25 +86,31 @@ func (l *loop) run(ctx context.Context, workers int) error {
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
-			for l.processNextWorkItem(workCtx) {
+			for l.processNextWorkItem(ctx, workCtx) {
 			}
 		})
 	}
 	<-ctx.Done()
-	logger.Info("Shutting down: waiting for syncs in flight")
-	timer := time.AfterFunc(drainTimeout, cancelWork)
+	logger.Info("Shutting down: waiting for syncs in flight", "atMost", l.drainTimeout)
+	timer := time.AfterFunc(l.drainTimeout, cancelWork)
 	defer timer.Stop()
 	l.queue.ShutDownWithDrain()
 	wg.Wait()
 	return nil
 }
 
-func (l *loop) processNextWorkItem(ctx context.Context) bool {
+// processNextWorkItem syncs one item under workCtx. termCtx is the
+// controller's own context: once it has ended, an item taken from the queue
+// is left alone (the next term or process syncs it again from the informer).
+func (l *loop) processNextWorkItem(termCtx, ctx context.Context) bool {
 	key, shutdown := l.queue.Get()
 	if shutdown {
 		return false
 	}
 	defer l.queue.Done(key)
+	if termCtx.Err() != nil {
+		return false
+	}
 
 	start := time.Now()
 	after, err := l.sync(ctx, key)

@@ -17,6 +17,9 @@ const (
 	EventPhaseChanged       = "PhaseChanged"
 	EventUnattendedAdmitted = "UnattendedAdmitted"
 	EventReconcileError     = "ReconcileError"
+	// EventSandboxAPIUnavailable: a task waits for agent-sandbox to be
+	// installed (Warning, once per wait).
+	EventSandboxAPIUnavailable = "SandboxAPIUnavailable"
 )
 
 // maxNoteBytes is the events.k8s.io/v1 limit on an Event's note.

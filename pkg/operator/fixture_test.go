@@ -44,7 +44,16 @@ type fixture struct {
 	sandboxApplies []*unstructured.Unstructured
 	events         *fakeRecorder
 	clock          *clocktesting.FakeClock
+	// sandboxAPI is agent-sandbox's API as the controller sees it: served
+	// unless a test says otherwise.
+	sandboxAPI fakeSandboxAPI
 }
+
+// fakeSandboxAPI answers SandboxAPI with a fixed value.
+type fakeSandboxAPI struct{ missing bool }
+
+func (a *fakeSandboxAPI) Served() bool  { return !a.missing }
+func (*fakeSandboxAPI) HasSynced() bool { return true }
 
 func newFixture(t *testing.T) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
@@ -81,7 +90,7 @@ func (f *fixture) taskController() *TaskController {
 		f.calibanInformers.Caliban().V1alpha1().Workspaces(),
 		f.kubeInformers.Core().V1().ServiceAccounts(),
 		f.kubeInformers.Networking().V1().NetworkPolicies(),
-		f.dynInformers.ForResource(sandboxGVR),
+		f.dynInformers.ForResource(sandboxGVR), &f.sandboxAPI,
 		builders.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)

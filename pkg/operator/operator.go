@@ -77,16 +77,27 @@ func (o *Operator) Run(ctx context.Context) error {
 
 	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
 	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
+	sandboxes := dynFactory.ForResource(sandboxGVR)
+	// The Sandbox informer starts only once agent-sandbox's API is served:
+	// both controllers run without it, and tasks wait in Provisioning.
+	sandboxAPI := &sandboxAPIWatcher{
+		discovery: o.Clients.Kube.Discovery(),
+		start:     func() { dynFactory.Start(ctx.Done()) },
+		synced:    sandboxes.Informer().HasSynced,
+		interval:  sandboxAPIPollInterval,
+	}
 	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
 	}
 	tc, err := NewTaskController(o.Clients.Caliban, o.Clients.Kube, o.Clients.Dynamic, tasks, workspaces,
 		kubeFactory.Core().V1().ServiceAccounts(), kubeFactory.Networking().V1().NetworkPolicies(),
-		dynFactory.ForResource(sandboxGVR), s.AgentSettings, recorder, o.Metrics, clk)
+		sandboxes, sandboxAPI, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
 	}
+	sandboxAPI.onServed = tc.enqueueAll
+	wc.drainTimeout, tc.drainTimeout = s.DrainTimeout(), s.DrainTimeout()
 	if o.Metrics != nil {
 		o.Metrics.SetPhaseListers(tasks.Lister(), workspaces.Lister())
 		defer o.Metrics.SetPhaseListers(nil, nil)
@@ -94,7 +105,6 @@ func (o *Operator) Run(ctx context.Context) error {
 
 	calibanFactory.Start(ctx.Done())
 	kubeFactory.Start(ctx.Done())
-	dynFactory.Start(ctx.Done())
 	defer func() {
 		calibanFactory.Shutdown()
 		kubeFactory.Shutdown()
@@ -105,6 +115,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() { errs <- wc.Run(ctx, s.Workers) })
 	wg.Go(func() { errs <- tc.Run(ctx, s.Workers) })
+	wg.Go(func() { sandboxAPI.run(ctx) })
 	go func() {
 		// Ready once both controllers have synced caches and started.
 		if cacheSyncedAll(ctx, wc.synced, tc.synced) {

@@ -61,6 +61,7 @@ type TaskController struct {
 	serviceAccounts corelisters.ServiceAccountLister
 	networkPolicies networkinglisters.NetworkPolicyLister
 	sandboxes       cache.GenericLister
+	sandboxAPI      SandboxAPI
 	settings        builders.AgentSettings
 	recorder        Recorder
 	clock           clock.PassiveClock
@@ -80,6 +81,7 @@ func NewTaskController(
 	serviceAccounts coreinformers.ServiceAccountInformer,
 	networkPolicies networkinginformers.NetworkPolicyInformer,
 	sandboxes informers.GenericInformer,
+	sandboxAPI SandboxAPI,
 	settings builders.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
@@ -96,6 +98,7 @@ func NewTaskController(
 		serviceAccounts: serviceAccounts.Lister(),
 		networkPolicies: networkPolicies.Lister(),
 		sandboxes:       sandboxes.Lister(),
+		sandboxAPI:      sandboxAPI,
 		settings:        settings,
 		recorder:        recorder,
 		clock:           clk,
@@ -103,7 +106,10 @@ func NewTaskController(
 	c.sync = c.syncTask
 	c.synced = []cache.InformerSynced{
 		tasks.Informer().HasSynced, workspaces.Informer().HasSynced,
-		serviceAccounts.Informer().HasSynced, networkPolicies.Informer().HasSynced, sandboxes.Informer().HasSynced,
+		serviceAccounts.Informer().HasSynced, networkPolicies.Informer().HasSynced,
+		// The Sandbox informer runs only once agent-sandbox's API is served;
+		// sandboxAPI says when its cache can be read.
+		sandboxAPI.HasSynced,
 	}
 
 	if err := tasks.Informer().AddIndexers(cache.Indexers{workspaceIndex: indexByWorkspace}); err != nil {
@@ -111,11 +117,10 @@ func NewTaskController(
 	}
 	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
-		UpdateFunc: func(old, new any) {
-			if old.(*calibanv1alpha1.CalibanTask).ResourceVersion != new.(*calibanv1alpha1.CalibanTask).ResourceVersion {
-				c.enqueue(new)
-			}
-		},
+		// Every update, including the periodic resync's (same
+		// resourceVersion): the resync is the safety net for what no event
+		// announces, such as a deleted token Secret.
+		UpdateFunc: func(_, new any) { c.enqueue(new) },
 	}); err != nil {
 		return nil, fmt.Errorf("adding CalibanTask event handler: %w", err)
 	}
@@ -242,10 +247,11 @@ func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (ti
 func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.CalibanTask) (time.Duration, error) {
 	logger := klog.FromContext(ctx)
 	var (
-		failure *builders.Failure
-		after   time.Duration
-		pin     = task.Status.ResolvedWorkspace
-		posture = task.Status.PermissionPosture
+		failure     *builders.Failure
+		after       time.Duration
+		pin         = task.Status.ResolvedWorkspace
+		posture     = task.Status.PermissionPosture
+		newlyPinned bool
 	)
 
 	if pin == nil {
@@ -260,7 +266,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 			// Pending is written once, into an empty status; a task that
 			// already says something keeps saying it until admission decides.
 			if task.Status.Phase == "" {
-				if err := c.writeStatus(ctx, task, builders.TaskStatusInput{Task: task}); err != nil {
+				if _, err := c.writeStatus(ctx, task, builders.TaskStatusInput{Task: task}); err != nil {
 					return 0, err
 				}
 			}
@@ -283,7 +289,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 				logger.V(4).Info("The cache lags behind the task; waiting for it")
 				return 0, nil // the informer's update of the task requeues it
 			}
-			pin, posture = adm.Pin, adm.Posture
+			pin, posture, newlyPinned = adm.Pin, adm.Posture, true
 		}
 	} else if f := builders.PinnedPostureProblem(task); f != nil {
 		failure, after = f, failureRequeue
@@ -301,104 +307,155 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		}
 	}
 
-	var sandbox *sandboxv1beta1.Sandbox
-	if failure == nil && pin != nil {
-		applied, err := c.applyChildren(ctx, task, pin)
+	in := builders.TaskStatusInput{Task: task, Failure: failure, Pin: pin, Posture: posture, Now: metav1.NewTime(c.clock.Now())}
+	if failure != nil || pin == nil {
+		// Nothing is applied for a failed task, but a Sandbox it already has
+		// is still its Sandbox.
+		in.Sandbox = c.observedSandbox(task)
+		_, err := c.writeStatus(ctx, task, in)
+		return after, err
+	}
+
+	if newlyPinned {
+		// Pin first: the pin, the admitted posture and Provisioning in one
+		// write before any child, so a child apply that keeps failing
+		// retries under this pin instead of re-admitting against whatever
+		// the Workspace says by then.
+		pinIn := in
+		pinIn.SandboxAPIMissing = !c.sandboxAPI.Served()
+		written, err := c.writeStatus(ctx, task, pinIn)
 		if err != nil {
 			return 0, err
 		}
-		sandbox = applied
-	} else {
-		// Nothing is applied for a failed task, but a Sandbox it already has
-		// is still its Sandbox.
-		sandbox = c.observedSandbox(task)
+		task, in.Task = written, written
 	}
 
-	in := builders.TaskStatusInput{Task: task, Failure: failure, Pin: pin, Posture: posture, Sandbox: sandbox, Now: metav1.NewTime(c.clock.Now())}
-	if err := c.writeStatus(ctx, task, in); err != nil {
+	sandbox, apiMissing, err := c.applyChildren(ctx, task, pin)
+	if err != nil {
 		return 0, err
 	}
-	if failure == nil && posture == calibanv1alpha1.PostureUnattended && task.Status.PermissionPosture != posture {
-		c.recorder.Event(task, corev1.EventTypeNormal, EventUnattendedAdmitted, "Admit",
-			fmt.Sprintf("admitted unattended: the configuration pinned from workspace '%s' sets agentPolicy.allowUnattended", task.Spec.WorkspaceRef.Name))
+	in.Sandbox, in.SandboxAPIMissing = sandbox, apiMissing
+	if apiMissing && c.sandboxAPI.Served() {
+		// Served by discovery, yet the apply found no such resource: the
+		// CRD went away. Look again later rather than wait for an event.
+		after = failureRequeue
 	}
-	return after, nil
+	_, err = c.writeStatus(ctx, task, in)
+	return after, err
 }
 
 // writeStatus derives the status and applies it when anything the operator
-// owns changed, emitting Events for the transitions.
-func (c *TaskController) writeStatus(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) error {
+// owns changed, emitting Events for the transitions. It returns the task as
+// it stands after the write (the input when nothing was written).
+func (c *TaskController) writeStatus(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) (*calibanv1alpha1.CalibanTask, error) {
 	desired := builders.TaskStatus(in, c.settings)
 	if !builders.TaskStatusChanged(task.Status, desired) {
-		return nil
+		return task, nil
 	}
-	if _, err := applyTaskStatus(ctx, c.caliban, task, desired); err != nil {
-		return fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+	written, err := applyTaskStatus(ctx, c.caliban, task, desired)
+	if err != nil {
+		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
 	logger := klog.FromContext(ctx)
+	oldReady := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
+	newReady := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)
 	if task.Status.Phase != desired.Phase {
-		ready := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)
 		msg := ""
-		if ready != nil {
-			msg = ready.Message
+		if newReady != nil {
+			msg = newReady.Message
 		}
 		logger.Info("CalibanTask phase changed", "from", task.Status.Phase, "to", desired.Phase, "message", msg)
 		c.recorder.Event(task, corev1.EventTypeNormal, EventPhaseChanged, "Reconcile", phaseNote(string(task.Status.Phase), string(desired.Phase), ""))
 	}
-	if in.Failure != nil {
-		old := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
-		if old == nil || old.Reason != in.Failure.Reason || old.Message != in.Failure.Message || task.Status.Phase != calibanv1alpha1.TaskFailed {
-			c.recorder.Event(task, corev1.EventTypeWarning, in.Failure.Reason, "Admit", in.Failure.Message)
+	// The admitted posture is recorded in the write that pins the task (or
+	// that follows an allowed edit), whatever else that write says: a state
+	// problem fixed later must not lose the news.
+	if desired.PermissionPosture == calibanv1alpha1.PostureUnattended && task.Status.PermissionPosture != desired.PermissionPosture {
+		c.recorder.Event(task, corev1.EventTypeNormal, EventUnattendedAdmitted, "Admit",
+			fmt.Sprintf("admitted unattended: the configuration pinned from workspace '%s' sets agentPolicy.allowUnattended", task.Spec.WorkspaceRef.Name))
+	}
+	if warning := warningOf(in); warning != "" && newReady != nil {
+		if oldReady == nil || oldReady.Reason != newReady.Reason || oldReady.Message != newReady.Message || task.Status.Phase != desired.Phase {
+			c.recorder.Event(task, corev1.EventTypeWarning, warning, "Reconcile", newReady.Message)
 		}
 	}
-	return nil
+	return written, nil
+}
+
+// warningOf is the reason of the Warning Event a status derived from in
+// calls for, "" for none: failures, and a task held up by a missing
+// agent-sandbox.
+func warningOf(in builders.TaskStatusInput) string {
+	switch {
+	case in.Failure != nil:
+		return in.Failure.Reason
+	case in.SandboxAPIMissing:
+		return EventSandboxAPIUnavailable
+	}
+	return ""
 }
 
 // applyChildren applies the ServiceAccount, the NetworkPolicy and the
 // Sandbox, each only when the live object does not already carry what the
-// operator wants, and returns the Sandbox as the server has it.
-func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (*sandboxv1beta1.Sandbox, error) {
+// operator wants, and returns the Sandbox as the server has it. apiMissing
+// says agent-sandbox's API is not served, so there is no Sandbox to apply.
+func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
 	logger := klog.FromContext(ctx)
 
 	sa := builders.BuildServiceAccount(task)
 	live, err := c.serviceAccounts.ServiceAccounts(task.Namespace).Get(*sa.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
+		return nil, false, err
 	}
 	if !serviceAccountUpToDate(live, sa) {
 		logger.V(4).Info("Applying ServiceAccount", "name", *sa.Name)
 		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, sa, applyOptions); err != nil {
-			return nil, fmt.Errorf("applying ServiceAccount %s: %w", *sa.Name, err)
+			return nil, false, fmt.Errorf("applying ServiceAccount %s: %w", *sa.Name, err)
 		}
 	}
 
 	np := builders.BuildNetworkPolicy(task, pin, c.settings)
 	liveNP, err := c.networkPolicies.NetworkPolicies(task.Namespace).Get(*np.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
-		return nil, err
+		return nil, false, err
 	}
 	if !networkPolicyUpToDate(liveNP, np) {
 		logger.V(4).Info("Applying NetworkPolicy", "name", *np.Name)
 		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, np, applyOptions); err != nil {
-			return nil, fmt.Errorf("applying NetworkPolicy %s: %w", *np.Name, err)
+			return nil, false, fmt.Errorf("applying NetworkPolicy %s: %w", *np.Name, err)
 		}
 	}
 
+	if !c.sandboxAPI.Served() {
+		return nil, true, nil
+	}
 	desired, err := builders.SandboxToUnstructured(builders.BuildSandbox(task, pin, c.settings))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := stampSandbox(desired); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	current := c.liveSandbox(task)
 	if !sandboxUpToDate(current, desired) {
 		logger.V(4).Info("Applying Sandbox", "name", desired.GetName())
-		if current, err = c.applySandbox(ctx, desired); err != nil {
-			return nil, fmt.Errorf("applying Sandbox %s: %w", desired.GetName(), err)
+		current, err = c.applySandbox(ctx, desired)
+		if apierrors.IsNotFound(err) {
+			return nil, true, nil
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.GetName(), err)
 		}
 	}
-	return builders.SandboxFromUnstructured(current)
+	sandbox, err = builders.SandboxFromUnstructured(current)
+	return sandbox, false, err
+}
+
+// enqueueAll wakes every task, e.g. once agent-sandbox's API appeared.
+func (c *TaskController) enqueueAll() {
+	for _, obj := range c.taskIndexer.List() {
+		c.enqueue(obj)
+	}
 }
 
 // liveSandbox is the task's Sandbox from the cache, or nil.

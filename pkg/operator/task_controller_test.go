@@ -45,11 +45,13 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 		task    *calibanv1alpha1.CalibanTask
 		objects []any
 		// expected
-		after     time.Duration
-		phase     calibanv1alpha1.TaskPhase // "" = no status write
-		reason    string
-		events    []string
-		sandboxes int
+		after      time.Duration
+		phase      calibanv1alpha1.TaskPhase // of the last status write; "" = no status write
+		reason     string
+		statuses   int // status writes when phase is set; 0 means 1
+		events     []string
+		sandboxes  int
+		apiMissing bool // agent-sandbox's API is not served
 	}{
 		"a task whose workspace is missing fails and waits 30s": {
 			task: task(), after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonWorkspaceUnresolved,
@@ -76,10 +78,26 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			after:   30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPostureNotPermitted,
 			events: []string{EventPhaseChanged, builders.ReasonPostureNotPermitted},
 		},
-		"an admitted task applies its children and is Provisioning": {
+		"an admitted task is pinned, applies its children and is Provisioning": {
 			task: task(), objects: []any{workspace()},
-			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1, statuses: 2,
 			events: []string{EventPhaseChanged},
+		},
+		"without agent-sandbox's API an admitted task is pinned in one write and waits in Provisioning": {
+			task: task(), objects: []any{workspace()}, apiMissing: true,
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxAPIUnavailable,
+			events: []string{EventPhaseChanged, EventSandboxAPIUnavailable},
+		},
+		"an unattended admission is announced even when the state check fails": {
+			task: task(func(t *calibanv1alpha1.CalibanTask) {
+				t.Spec.Task.PermissionPosture = calibanv1alpha1.PostureUnattended
+				t.Spec.State = &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://g:8080", TokenRef: &calibanv1alpha1.SecretKeyRef{SecretName: "tok", Key: "k"}}
+			}),
+			objects: []any{workspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
+			})},
+			after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonInvalidState,
+			events: []string{EventPhaseChanged, EventUnattendedAdmitted, builders.ReasonInvalidState},
 		},
 		"an unattended admission is announced": {
 			task: task(func(t *calibanv1alpha1.CalibanTask) {
@@ -88,7 +106,7 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			objects: []any{workspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
 			})},
-			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1, statuses: 2,
 			events: []string{EventPhaseChanged, EventUnattendedAdmitted},
 		},
 		"a missing state token secret fails the pinned task without applying children": {
@@ -107,6 +125,7 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			for _, o := range tc.objects {
 				f.seed(o.(*calibanv1alpha1.Workspace))
 			}
+			f.sandboxAPI.missing = tc.apiMissing
 			c := f.taskController()
 			after, err := c.syncTask(f.ctx, key(tc.task))
 			if err != nil {
@@ -116,16 +135,18 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 				t.Errorf("requeue after %s, want %s", after, tc.after)
 			}
 			applies := statusApplies(t, f.caliban.Actions())
+			statuses := max(tc.statuses, 1)
 			switch {
 			case tc.phase == "" && len(applies) != 0:
 				t.Errorf("wrote status %+v, want no write", applies)
-			case tc.phase != "" && len(applies) != 1:
-				t.Fatalf("wrote %d statuses, want 1", len(applies))
+			case tc.phase != "" && len(applies) != statuses:
+				t.Fatalf("wrote %d statuses, want %d", len(applies), statuses)
 			case tc.phase != "":
-				if applies[0].Phase != tc.phase {
-					t.Errorf("phase %q, want %q", applies[0].Phase, tc.phase)
+				last := applies[len(applies)-1]
+				if last.Phase != tc.phase {
+					t.Errorf("phase %q, want %q", last.Phase, tc.phase)
 				}
-				if got := readyReason(applies[0]); got != tc.reason {
+				if got := readyReason(last); got != tc.reason {
 					t.Errorf("Ready reason %q, want %q", got, tc.reason)
 				}
 			}
