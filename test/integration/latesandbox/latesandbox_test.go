@@ -31,6 +31,7 @@ const (
 	// a task that waits for that API.
 	reasonSandboxAPIUnavailable = "SandboxAPIUnavailable"
 	settleTimeout               = 30 * time.Second
+	resyncPeriod                = 2 * time.Second
 )
 
 func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
@@ -42,7 +43,9 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 		t.Fatalf("discovery of %s: %v, want NotFound: the cluster must start without the Sandbox CRD", sandboxv1beta1.SchemeGroupVersion, err)
 	}
 
-	op := startOperator(t, ns)
+	// A short resync makes the operator sync the waiting task again and
+	// again, which must not repeat the Warning Event.
+	op := startOperator(t, ns, fmt.Sprintf("CALIBAN_RESYNC_SECONDS=%d", int(resyncPeriod/time.Second)))
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anthropic-key"}, StringData: map[string]string{"api-key": "sk-ant-test"}}
 	if _, err := cluster.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{FieldManager: framework.FieldManager}); err != nil {
 		t.Fatal(err)
@@ -166,7 +169,15 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 			}
 			return nil
 		})
-		// Give retries and the operator's discovery polls time to happen;
+		syncs := func() float64 {
+			n, err := op.metric("caliban_controller_syncs_total", `controller="calibantask"`)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		syncsBefore := syncs()
+		// Give resyncs and the operator's discovery polls time to happen;
 		// meanwhile the task keeps waiting and the operator keeps running.
 		deadline := time.Now().Add(15 * time.Second)
 		for time.Now().Before(deadline) {
@@ -181,6 +192,11 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 				t.Fatalf("while the Sandbox API is missing: %v (status %+v)", err, task.Status)
 			}
 			time.Sleep(500 * time.Millisecond)
+		}
+		if n := syncs() - syncsBefore; n < 3 {
+			t.Errorf("the task was synced %v times in 15 s with a resync period of %s, want at least 3", n, resyncPeriod)
+		} else {
+			t.Logf("the waiting task was synced %v times in 15 s", n)
 		}
 		events, err := apiUnavailable()
 		if err != nil {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,9 +80,10 @@ type operatorProcess struct {
 
 // startOperator runs the operator binary as its Deployment would, watching
 // only namespace ns, without leader election, metrics on a free loopback
-// port. It is stopped with SIGTERM (SIGKILL after 20 s) when the test ends;
-// its output is shown if the test failed or SHOW_OPERATOR_OUTPUT is set.
-func startOperator(t *testing.T, ns string) *operatorProcess {
+// port; env entries ("NAME=value") are added. It is stopped with SIGTERM
+// (SIGKILL after 20 s) when the test ends; its output is shown if the test
+// failed or SHOW_OPERATOR_OUTPUT is set.
+func startOperator(t *testing.T, ns string, env ...string) *operatorProcess {
 	t.Helper()
 	<-binaryBuilt
 	if binaryErr != nil {
@@ -97,23 +99,23 @@ func startOperator(t *testing.T, ns string) *operatorProcess {
 	p := &operatorProcess{metricsAddr: ln.Addr().String(), output: &syncBuffer{}, exited: make(chan struct{})}
 	_ = ln.Close()
 
-	var env []string
+	var vars []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		if strings.HasPrefix(name, "CALIBAN_") || strings.HasPrefix(name, "CALIBAND_") ||
 			name == "POD_NAME" || name == "CONTROLLER_POD_NAME" || name == "HOSTNAME" || name == "KUBECONFIG" {
 			continue
 		}
-		env = append(env, kv)
+		vars = append(vars, kv)
 	}
 	p.cmd = exec.Command(binaryPath)
-	p.cmd.Env = append(env,
+	p.cmd.Env = append(append(vars,
 		"KUBECONFIG="+cluster.Kubeconfig,
 		"CALIBAN_METRICS_BIND_ADDRESS="+p.metricsAddr,
 		"CALIBAN_LEADER_ELECTION=false",
 		"CALIBAN_WATCH_NAMESPACE="+ns,
 		"CALIBAN_LOG_VERBOSITY=4",
-	)
+	), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p.output, p.output
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -162,6 +164,38 @@ func (p *operatorProcess) get(path string) (int, string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
+}
+
+// metric sums the samples of a metric whose labels include every
+// `name="value"` pair in labels, from a scrape of /metrics.
+func (p *operatorProcess) metric(name string, labels ...string) (float64, error) {
+	code, body, err := p.get("/metrics")
+	if err != nil {
+		return 0, err
+	}
+	if code != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics: %d %s", code, body)
+	}
+	var sum float64
+	for _, line := range strings.Split(body, "\n") {
+		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {
+			continue
+		}
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(line, l)
+		}
+		if !match {
+			continue
+		}
+		fields := strings.Fields(line)
+		v, err := strconv.ParseFloat(fields[len(fields)-1], 64)
+		if err != nil {
+			return 0, fmt.Errorf("metrics line %q: %w", line, err)
+		}
+		sum += v
+	}
+	return sum, nil
 }
 
 // syncBuffer is a bytes.Buffer safe for the process's writers and the

@@ -41,6 +41,9 @@ func TestTheResyncFailsARunningTaskWhoseTokenSecretWasDeleted(t *testing.T) {
 	createSecret(t, ns, "s", map[string]string{"token": "gz-test"})
 	createTask(t, ns, "stateful", "demo", remoteState("s"))
 	running := waitForTask(t, ns, "stateful", settleTimeout, isRunning)
+	// Let the syncs that follow the operator's own writes pass, so that
+	// none of them is what notices the deletion.
+	quiet(t, ns, "stateful", running.ResourceVersion)
 
 	// Secrets are not watched and nothing else changes: no event reaches
 	// the task, only the periodic resync can notice.
@@ -187,15 +190,66 @@ func TestResyncsWriteNothingInTheSteadyState(t *testing.T) {
 	if writesAfter != writesBefore {
 		t.Errorf("over %d resync periods the operator made %v write requests, want none", periods, writesAfter-writesBefore)
 	}
-	// The resyncs did happen: each of the four tasks and the workspace
-	// synced again (at least twice, to leave room for a slow machine).
+	// The resyncs did happen: each of the four tasks synced again (at
+	// least twice, to leave room for a slow machine).
 	tasks := float64(len(running) + 1)
 	if got := taskSyncsAfter - taskSyncsBefore; got < 2*tasks {
 		t.Errorf("over %d resync periods of %s the tasks were synced %v times, want at least %v", periods, resyncPeriod, got, 2*tasks)
 	}
-	if got := workspaceSyncsAfter - workspaceSyncsBefore; got < 2 {
-		t.Errorf("over %d resync periods of %s the workspace was synced %v times, want at least 2", periods, resyncPeriod, got)
-	}
+	// (That Workspaces resync too is TestTheResyncFailsAReadyWorkspaceWhoseCredentialsSecretWasDeleted.)
 	t.Logf("over %d resync periods: %v task syncs, %v workspace syncs, %v writes",
 		periods, taskSyncsAfter-taskSyncsBefore, workspaceSyncsAfter-workspaceSyncsBefore, writesAfter-writesBefore)
+}
+
+// quiet waits until the task has kept resourceVersion rv for two seconds.
+func quiet(t testing.TB, ns, name, rv string) {
+	t.Helper()
+	consistently(t, 2*time.Second, func() error {
+		task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if task.ResourceVersion != rv {
+			return fmt.Errorf("CalibanTask %s changed after it settled (resourceVersion %s → %s): %s", name, rv, task.ResourceVersion, statusJSON(task.Status))
+		}
+		return nil
+	})
+}
+
+func TestTheResyncFailsAReadyWorkspaceWhoseCredentialsSecretWasDeleted(t *testing.T) {
+	t.Parallel()
+	ns := cluster.Namespace(t, nil)
+	startOperator(t, "resync-workspace", ns, resyncEnv)
+	createProviderSecret(t, ns)
+	ready := createReadyWorkspace(t, ns, "demo")
+	// Let the syncs that follow the operator's own writes pass. A Ready
+	// workspace is re-checked on its own only every 300 s: only the resync
+	// can notice the deletion within this test's bound.
+	consistently(t, 2*time.Second, func() error {
+		ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, "demo", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if ws.ResourceVersion != ready.ResourceVersion {
+			return fmt.Errorf("Workspace demo changed after it turned Ready: %s", statusJSON(ws.Status))
+		}
+		return nil
+	})
+
+	if err := cluster.Kube.CoreV1().Secrets(ns).Delete(ctx, providerSecret, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	want := fmt.Sprintf("provider 'planner': secret '%s' key '%s' not found", providerSecret, providerKey)
+	failed := waitForWorkspace(t, ns, "demo", 60*time.Second, func(ws *calibanv1alpha1.Workspace) error {
+		if ws.Status.Phase != calibanv1alpha1.WorkspaceFailed || ws.Status.Message != want {
+			return fmt.Errorf("phase %q message %q, want Failed %q", ws.Status.Phase, ws.Status.Message, want)
+		}
+		return nil
+	})
+	t.Logf("the workspace turned Failed %s after its credentials Secret was deleted (resync period %s)",
+		time.Since(deleted).Round(100*time.Millisecond), resyncPeriod)
+	if failed.Generation != ready.Generation {
+		t.Errorf("the workspace's generation went from %d to %d: something other than the resync changed it", ready.Generation, failed.Generation)
+	}
 }
