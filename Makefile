@@ -28,8 +28,10 @@ generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs from pkg/apis.
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail on generated-code drift, gofmt or go vet findings, or an untidy go.mod.
+verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod or a doc citing a missing file.
 	hack/verify-codegen.sh
+	hack/verify-doc-refs_test.sh >/dev/null
+	hack/verify-doc-refs.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
@@ -74,14 +76,20 @@ image: ## Build the container image $(IMAGE) (needs a Docker engine).
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed)" >&2; exit 1; }
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
 
+# deploy and undeploy act on a real cluster: say at once when there is none.
+NEED_CLUSTER = command -v kubectl >/dev/null || { echo "make $@ needs kubectl on PATH" >&2; exit 1; }; \
+  kubectl version --request-timeout=10s >/dev/null 2>&1 || { echo "make $@ needs a reachable cluster: kubectl version failed for the current KUBECONFIG context" >&2; exit 1; }
+
 .PHONY: deploy
 deploy: ## Install the CRDs, then the operator, into the cluster of the current KUBECONFIG.
+	@$(NEED_CLUSTER)
 	kubectl apply --server-side -k manifests/crds
 	kubectl wait --for condition=Established --timeout 60s crd/workspaces.caliban.caliban-ai.dev crd/calibantasks.caliban.caliban-ai.dev
 	kubectl apply --server-side -k manifests/
 
 .PHONY: undeploy
 undeploy: ## Remove the operator, then the CRDs (which deletes every Workspace and CalibanTask).
+	@$(NEED_CLUSTER)
 	kubectl delete --ignore-not-found -k manifests/base
 	kubectl delete --ignore-not-found -k manifests/crds
 
