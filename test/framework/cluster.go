@@ -56,6 +56,8 @@ type Cluster struct {
 
 	bin     string
 	tempDir string
+	// opts are the Options the cluster was started with.
+	opts Options
 }
 
 // RepoRoot finds the repository root from the working directory (go test
@@ -84,11 +86,16 @@ var binaries = []string{"kwokctl", "kwok", "etcd", "kube-apiserver", "kube-contr
 // Start creates a cluster and installs the CRDs and Stages. On failure it
 // deletes whatever it created and says where the component logs are.
 func Start(ctx context.Context) (*Cluster, error) {
+	return StartWithOptions(ctx, Options{})
+}
+
+// StartWithOptions is Start with the installation changed by opts.
+func StartWithOptions(ctx context.Context, opts Options) (*Cluster, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Root: root, bin: filepath.Join(root, "bin")}
+	c := &Cluster{Root: root, bin: filepath.Join(root, "bin"), opts: opts}
 	for _, b := range binaries {
 		if _, err := os.Stat(filepath.Join(c.bin, b)); err != nil {
 			return nil, fmt.Errorf("test bed binary %s is missing: run `make tools` (it builds bin/ from hack/tools)", filepath.Join(c.bin, b))
@@ -156,6 +163,10 @@ func (c *Cluster) create(ctx context.Context) error {
 	}
 	if err := c.waitForDefaultServiceAccount(ctx); err != nil {
 		return err
+	}
+	if c.opts.WithoutSandbox {
+		// InstallSandbox adds the Sandbox CRD and the Stages later.
+		return c.InstallCRDs(ctx, filepath.Join(c.Root, "manifests", "crds"))
 	}
 	if err := c.InstallCRDs(ctx,
 		filepath.Join(c.Root, "manifests", "crds"),

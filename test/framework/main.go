@@ -26,6 +26,12 @@ func Main(m *testing.M, c **Cluster) {
 // process is interrupted or approaches -test.timeout. A setup error fails
 // the package before any cluster exists.
 func MainWith(m *testing.M, c **Cluster, setup func() (teardown func(), err error)) {
+	MainWithOptions(m, c, setup, Options{})
+}
+
+// MainWithOptions is MainWith for a cluster started with opts (see
+// StartWithOptions).
+func MainWithOptions(m *testing.M, c **Cluster, setup func() (teardown func(), err error), opts Options) {
 	flag.Parse()
 	var teardown func()
 	if setup != nil {
@@ -35,12 +41,12 @@ func MainWith(m *testing.M, c **Cluster, setup func() (teardown func(), err erro
 			os.Exit(1)
 		}
 	}
-	os.Exit(run(m, c, teardown))
+	os.Exit(run(m, c, teardown, opts))
 }
 
-func run(m *testing.M, c **Cluster, teardown func()) int {
+func run(m *testing.M, c **Cluster, teardown func(), opts Options) int {
 	start := time.Now()
-	cluster, err := Start(context.Background())
+	cluster, err := StartWithOptions(context.Background(), opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the test cluster: %v\n", err)
 		if teardown != nil {
