@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -639,4 +640,54 @@ func (m metrics) Find(name string, want map[string]string) (float64, bool) {
 		}
 	}
 	return sum, found
+}
+
+// clusterState is what a steady state must keep: the resourceVersion of
+// each object, and every Event of the namespace with its series count.
+func clusterState(ns string, objects map[string]func() (metav1.Object, error)) (map[string]string, error) {
+	out := map[string]string{}
+	for name, get := range objects {
+		obj, err := get()
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out[name] = obj.GetResourceVersion()
+	}
+	events, err := cluster.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range events.Items {
+		count := int32(1)
+		if e.Series != nil {
+			count = e.Series.Count
+		}
+		out["Event "+e.Reason+" "+e.Regarding.Name+" "+e.Note] = fmt.Sprint(count)
+	}
+	return out, nil
+}
+
+// settledClusterState waits until clusterState holds for quiet (Events are
+// written asynchronously, and the Sandbox stand-in writes shortly after a
+// Sandbox appears) and returns it.
+func settledClusterState(t testing.TB, ns string, objects map[string]func() (metav1.Object, error), quiet time.Duration) map[string]string {
+	t.Helper()
+	var settled map[string]string
+	framework.Eventually(t, settleTimeout, func() error {
+		a, err := clusterState(ns, objects)
+		if err != nil {
+			return err
+		}
+		time.Sleep(quiet)
+		b, err := clusterState(ns, objects)
+		if err != nil {
+			return err
+		}
+		if diff := cmp.Diff(a, b); diff != "" {
+			return fmt.Errorf("still changing:\n%s", diff)
+		}
+		settled = b
+		return nil
+	})
+	return settled
 }

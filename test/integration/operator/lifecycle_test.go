@@ -370,8 +370,7 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 		waitForEvent(t, ns, name, corev1.EventTypeWarning, reason, nil)
 	}
 
-	type getter func() (metav1.Object, error)
-	objects := map[string]getter{
+	objects := map[string]func() (metav1.Object, error){
 		"Sandbox steady-sbx": func() (metav1.Object, error) {
 			return cluster.Dynamic.Resource(sandboxes).Namespace(ns).Get(ctx, task.Status.SandboxRef.Name, metav1.GetOptions{})
 		},
@@ -392,51 +391,9 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 			return cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, name, metav1.GetOptions{})
 		}
 	}
-	// The state of everything: resourceVersions, and how many Events (with
-	// their series counts) there are.
-	snapshot := func() (map[string]string, error) {
-		out := map[string]string{}
-		for name, get := range objects {
-			obj, err := get()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			out[name] = obj.GetResourceVersion()
-		}
-		events, err := cluster.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range events.Items {
-			count := int32(1)
-			if e.Series != nil {
-				count = e.Series.Count
-			}
-			out["Event "+e.Reason+" "+e.Regarding.Name+" "+e.Note] = fmt.Sprint(count)
-		}
-		return out, nil
-	}
-	// Events are written asynchronously: wait until they stop changing
-	// before taking the reference.
-	var want map[string]string
-	framework.Eventually(t, settleTimeout, func() error {
-		a, err := snapshot()
-		if err != nil {
-			return err
-		}
-		time.Sleep(time.Second)
-		b, err := snapshot()
-		if err != nil {
-			return err
-		}
-		if diff := cmp.Diff(a, b); diff != "" {
-			return fmt.Errorf("still changing:\n%s", diff)
-		}
-		want = b
-		return nil
-	})
+	want := settledClusterState(t, ns, objects, time.Second)
 	unchanged := func() error {
-		got, err := snapshot()
+		got, err := clusterState(ns, objects)
 		if err != nil {
 			return err
 		}

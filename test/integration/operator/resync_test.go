@@ -11,7 +11,6 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
-	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // resyncPeriod is the CALIBAN_RESYNC_SECONDS the resync tests run the
@@ -118,49 +117,8 @@ func TestResyncsWriteNothingInTheSteadyState(t *testing.T) {
 		failedWith(builders.ReasonInvalidState, "state.tokenRef: secret 'no-such-token' not found"))
 	waitForEvent(t, ns, "no-token", corev1.EventTypeWarning, builders.ReasonInvalidState, nil)
 
-	// resourceVersions, and the Events with their series counts.
-	snapshot := func() (map[string]string, error) {
-		out := map[string]string{}
-		for name, get := range objects {
-			obj, err := get()
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", name, err)
-			}
-			out[name] = obj.GetResourceVersion()
-		}
-		events, err := cluster.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range events.Items {
-			count := int32(1)
-			if e.Series != nil {
-				count = e.Series.Count
-			}
-			out["Event "+e.Reason+" "+e.Regarding.Name+" "+e.Note] = fmt.Sprint(count)
-		}
-		return out, nil
-	}
-	// Events are written asynchronously, and the Sandbox stand-in writes
-	// its status shortly after the Sandbox appears: wait for a state that
-	// holds for longer than one resync period.
-	var before map[string]string
-	framework.Eventually(t, settleTimeout, func() error {
-		a, err := snapshot()
-		if err != nil {
-			return err
-		}
-		time.Sleep(resyncPeriod + time.Second)
-		b, err := snapshot()
-		if err != nil {
-			return err
-		}
-		if diff := cmp.Diff(a, b); diff != "" {
-			return fmt.Errorf("still changing:\n%s", diff)
-		}
-		before = b
-		return nil
-	})
+	// Wait for a state that holds for longer than one resync period.
+	before := settledClusterState(t, ns, objects, resyncPeriod+time.Second)
 
 	counts := func() (taskSyncs, workspaceSyncs, writes float64) {
 		m, err := op.Metrics()
@@ -180,7 +138,7 @@ func TestResyncsWriteNothingInTheSteadyState(t *testing.T) {
 	time.Sleep(periods*resyncPeriod + time.Second)
 
 	taskSyncsAfter, workspaceSyncsAfter, writesAfter := counts()
-	after, err := snapshot()
+	after, err := clusterState(ns, objects)
 	if err != nil {
 		t.Fatal(err)
 	}
