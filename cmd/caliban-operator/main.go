@@ -1,7 +1,7 @@
-// Command caliban-operator runs the caliban operator. It is configured only
-// by environment variables (docs/deploying.md#configuration) and exits with
-// status 2, every offending variable named, when they are invalid; the
-// process itself is package app.
+// Command caliban-operator runs the caliban operator. It is configured only by
+// environment variables (docs/deploying.md#configuration) and exits with
+// status 2, every offending variable named, when they are invalid; the process
+// itself is package app.
 package main
 
 import (

@@ -48,9 +48,8 @@ type Admission struct {
 }
 
 // Admit decides whether a task with no pin may run under ws (nil when the
-// workspace does not exist), in the order of
-// docs/crd-reference.md#admission: workspace state, the
-// posture gate, provider resolution, then the pin.
+// workspace does not exist), in the order of docs/crd-reference.md#admission:
+// workspace state, the posture gate, provider resolution, then the pin.
 func Admit(task *calibanv1alpha1.CalibanTask, ws *calibanv1alpha1.Workspace) Admission {
 	name := task.Spec.WorkspaceRef.Name
 	reject := func(reason, message string) Admission {

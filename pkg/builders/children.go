@@ -24,10 +24,9 @@ func BuildServiceAccount(task *calibanv1alpha1.CalibanTask) *corev1ac.ServiceAcc
 }
 
 // BuildNetworkPolicy isolates the task's pod
-// (docs/crd-reference.md#networkpolicy): ingress only to
-// caliband's port and the agent port window from the configured peers;
-// egress to DNS plus everything (no workspace egress) or the pinned
-// allow-list.
+// (docs/crd-reference.md#networkpolicy): ingress only to caliband's port and
+// the agent port window from the configured peers; egress to DNS plus
+// everything (no workspace egress) or the pinned allow-list.
 func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	peer := networkingv1ac.NetworkPolicyPeer().

@@ -5,12 +5,11 @@ import (
 	"strings"
 )
 
-// caliband's command line (docs/caliband-launch-contract.md#command-line).
-// The operator passes each
-// flag and its value as two argv elements, in the container's args (the
-// image's ENTRYPOINT is caliband and its CMD is --help). The bearer token is
-// deliberately absent: it travels only as EnvDaemonToken from a Secret, never
-// in argv where ps would show it.
+// caliband's command line (docs/caliband-launch-contract.md#command-line). The
+// operator passes each flag and its value as two argv elements, in the
+// container's args (the image's ENTRYPOINT is caliband and its CMD is --help).
+// The bearer token is deliberately absent: it travels only as EnvDaemonToken
+// from a Secret, never in argv where ps would show it.
 const (
 	FlagWorkspaceRoot = "--workspace-root"
 	FlagListen        = "--listen"
@@ -69,10 +68,10 @@ const (
 
 // Workspace.spec.agentPolicy projections (docs/crd-reference.md#agentpolicy,
 // docs/caliband-launch-contract.md#agent-policy-variables). Booleans are
-// written only as "true" and omitted otherwise: caliban
-// counts any env-sourced value as explicit, so even "false" can trip its
-// conflicts, and EnvStrictKnownMarketplaces reads any non-blank value as an
-// allow-list that blocks every real marketplace.
+// written only as "true" and omitted otherwise: caliban counts any env-sourced
+// value as explicit, so even "false" can trip its conflicts, and
+// EnvStrictKnownMarketplaces reads any non-blank value as an allow-list that
+// blocks every real marketplace.
 const (
 	EnvDefaultPermissionMode   = "CALIBAN_DEFAULT_PERMISSION_MODE"
 	EnvAutoAllow               = "CALIBAN_AUTO_ALLOW"
@@ -91,13 +90,13 @@ const (
 	AgentPolicyListSeparator = ","
 )
 
-// DeadEnvNames lists variables the operator must never emit into an agent
-// pod (docs/caliband-launch-contract.md#names-the-operator-never-sets).
-// Some were bugs of the original
-// operator that caliban never reads; CALIBAN_CONTROL_TLS_CA and
-// CALIBAN_CONTROL_TLS_SERVER_NAME are caliband's own outputs to its workers,
-// and publishing them in the pod env would shadow what argv already says.
-// CALIBAN_WORKSPACE_ROOT is the operator's own setting, not caliband's.
+// DeadEnvNames lists variables the operator must never emit into an agent pod
+// (docs/caliband-launch-contract.md#names-the-operator-never-sets). Some were
+// bugs of the original operator that caliban never reads;
+// CALIBAN_CONTROL_TLS_CA and CALIBAN_CONTROL_TLS_SERVER_NAME are caliband's
+// own outputs to its workers, and publishing them in the pod env would shadow
+// what argv already says. CALIBAN_WORKSPACE_ROOT is the operator's own
+// setting, not caliband's.
 var DeadEnvNames = []string{
 	"GONZALO_ENDPOINT",
 	"CALIBAN_ROUTER_CONFIG_REF",

@@ -6,8 +6,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// The launch contract is a set of names caliband parses; a typo compiles
-// and then fails only inside a pod. These tests restate the names from
+// The launch contract is a set of names caliband parses; a typo compiles and
+// then fails only inside a pod. These tests restate the names from
 // docs/caliband-launch-contract.md literally: a changed constant fails loudly.
 func TestContractNamesMatchCaliband(t *testing.T) {
 	tests := map[string]struct {

@@ -14,9 +14,9 @@ import (
 
 // These tests hold the caliband container's environment to
 // docs/crd-reference.md#the-sandbox-and-the-agent-pod and to
-// docs/caliband-launch-contract.md#provider-variables, #storage-variables
-// and #agent-policy-variables: the variables, their values, their order,
-// and what must never appear.
+// docs/caliband-launch-contract.md#provider-variables, #storage-variables and
+// #agent-policy-variables: the variables, their values, their order, and what
+// must never appear.
 
 func TestCalibandEnvOrder(t *testing.T) {
 	// Every source of env at once, in the order of the numbered table in
@@ -128,7 +128,8 @@ func TestCalibandEnvProvider(t *testing.T) {
 }
 
 func TestCalibandEnvStorage(t *testing.T) {
-	// docs/caliband-launch-contract.md#storage-variables, one row per case.
+	// docs/caliband-launch-contract.md#storage-variables, one row per
+	// case.
 	tests := map[string]struct {
 		// input
 		state *calibanv1alpha1.StateSpec
@@ -571,8 +572,8 @@ func TestCalibandEnvNeverRepeatsAName(t *testing.T) {
 	}
 }
 
-// docs/caliband-launch-contract.md#names-the-operator-never-sets: no dead name is
-// ever emitted, whatever the operator's inputs.
+// docs/caliband-launch-contract.md#names-the-operator-never-sets: no dead name
+// is ever emitted, whatever the operator's inputs.
 func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 	t.Run("from any of the operator's own projections", func(t *testing.T) {
 		for name, in := range envInputs() {

@@ -15,9 +15,9 @@ import (
 // The golden files are the whole apply bodies of a task's three children
 // (Sandbox, NetworkPolicy, ServiceAccount) for representative inputs, so a
 // reviewer sees every change to what reaches the cluster. The tables in the
-// other files say which rule each field follows; these files say that
-// nothing else changed. Regenerate with UPDATE_GOLDEN=1 and review the diff
-// against docs/crd-reference.md#the-sandbox-and-the-agent-pod and
+// other files say which rule each field follows; these files say that nothing
+// else changed. Regenerate with UPDATE_GOLDEN=1 and review the diff against
+// docs/crd-reference.md#the-sandbox-and-the-agent-pod and
 // docs/crd-reference.md#networkpolicy before committing it.
 
 // renderChildren is what the operator applies for a task, as YAML documents.

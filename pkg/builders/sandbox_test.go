@@ -17,8 +17,8 @@ import (
 
 // These tests hold BuildSandbox to
 // docs/crd-reference.md#the-sandbox-and-the-agent-pod, one rule at a time. The
-// golden files (golden_test.go) show whole objects; here each table names
-// the rule it checks.
+// golden files (golden_test.go) show whole objects; here each table names the
+// rule it checks.
 
 // longDottedName is a 70-character task name that starts with a digit and
 // contains dots: valid for a CalibanTask (a DNS-1123 subdomain) but not as
@@ -367,10 +367,9 @@ func TestBuildSandboxResources(t *testing.T) {
 	}
 }
 
-// docs/crd-reference.md#the-sandbox-and-the-agent-pod: resources are
-// "omitted when none is set". In a
-// server-side apply body a present field is a claimed field, so the
-// rendered object must not carry "resources: {}".
+// docs/crd-reference.md#the-sandbox-and-the-agent-pod: resources are "omitted
+// when none is set". In a server-side apply body a present field is a claimed
+// field, so the rendered object must not carry "resources: {}".
 func TestTheSandboxApplyBodyOmitsClearedResources(t *testing.T) {
 	s := parsedSettings(t, map[string]string{"CALIBAND_CPU_REQUEST": "", "CALIBAND_MEMORY_REQUEST": ""})
 	u, err := SandboxToUnstructured(BuildSandbox(task("t"), pin(pinSources(srcCaliban)), s))
@@ -555,8 +554,8 @@ func TestBuildSandboxPodIdentity(t *testing.T) {
 	}
 }
 
-// docs/crd-reference.md#names: whichever form a name takes, every
-// place that refers to a child uses the same one.
+// docs/crd-reference.md#names: whichever form a name takes, every place that
+// refers to a child uses the same one.
 func TestSafeNamesAreUsedConsistently(t *testing.T) {
 	tests := map[string]struct {
 		name string

@@ -12,9 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// The operator's environment (docs/deploying.md#configuration). Nothing
-// else in the code spells
-// these names.
+// The operator's environment (docs/deploying.md#configuration). Nothing else
+// in the code spells these names.
 const (
 	EnvCalibandImage         = "CALIBAND_IMAGE"
 	EnvGitImage              = "CALIBAN_GIT_IMAGE"

@@ -155,7 +155,8 @@ func (p *envParser) resources(dst *corev1.ResourceRequirements) {
 	requests, limits := corev1.ResourceList{}, corev1.ResourceList{}
 	maps.Copy(requests, dst.Requests)
 	maps.Copy(limits, dst.Limits)
-	// Requests first, then limits, as in docs/deploying.md#the-order-of-checks.
+	// Requests first, then limits, as in
+	// docs/deploying.md#the-order-of-checks.
 	ok := map[string]bool{}
 	for _, rv := range resourceVars {
 		ok[rv.request] = p.resource(rv.request, rv.resource, requests)

@@ -12,9 +12,8 @@ import (
 )
 
 // settingsNames is every variable of docs/deploying.md#configuration, plus
-// HOSTNAME (POD_NAME's
-// fallback), spelled out here rather than taken from the constants so that
-// a renamed constant fails the tests.
+// HOSTNAME (POD_NAME's fallback), spelled out here rather than taken from the
+// constants so that a renamed constant fails the tests.
 var settingsNames = []string{
 	"CALIBAND_IMAGE", "CALIBAN_GIT_IMAGE", "CALIBAN_WORKSPACE_ROOT", "CALIBAN_WORKSPACE_STORAGE",
 	"CALIBAN_AGENT_UID", "CALIBAN_AGENT_GID", "CALIBAND_PORT", "CALIBAN_AGENT_PORT_BASE", "CALIBAN_AGENT_PORT_END",

@@ -48,12 +48,11 @@ type TaskStatusInput struct {
 	Now metav1.Time
 }
 
-// TaskStatus derives the whole status the operator owns (the derivation
-// table of docs/crd-reference.md#phases): phase, endpoint, sandboxRef, the
-// pin, the admitted posture,
-// observedGeneration and the Ready condition. It is total: a field left out
-// is a field server-side apply removes. Conditions of other owners are not
-// in it.
+// TaskStatus derives the whole status the operator owns (the derivation table
+// of docs/crd-reference.md#phases): phase, endpoint, sandboxRef, the pin, the
+// admitted posture, observedGeneration and the Ready condition. It is total: a
+// field left out is a field server-side apply removes. Conditions of other
+// owners are not in it.
 func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTaskStatus {
 	task := in.Task
 	status := calibanv1alpha1.CalibanTaskStatus{

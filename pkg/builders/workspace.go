@@ -42,10 +42,9 @@ const (
 )
 
 // ValidateWorkspace runs the checks of docs/crd-reference.md#validation in
-// order and returns the first
-// problem as a message naming the field, or "" when the workspace is valid.
-// root is the operator's workspace root. The error is the secret lookup's,
-// returned when the answer cannot be known.
+// order and returns the first problem as a message naming the field, or ""
+// when the workspace is valid. root is the operator's workspace root. The
+// error is the secret lookup's, returned when the answer cannot be known.
 func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecret SecretGetter) (string, error) {
 	checks := []func() string{
 		func() string { return sourcePathProblem(spec.Sources, root) },    // sources land strictly under the root, each in its own place

@@ -51,9 +51,9 @@ func truncateNote(note string) string {
 	return note[:cut] + ellipsis
 }
 
-// NewEventBroadcaster returns a broadcaster writing to events.k8s.io/v1
-// whose Events name instance as their reporting instance (client-go would
-// use the host name): docs/crd-reference.md#events wants CONTROLLER_POD_NAME.
+// NewEventBroadcaster returns a broadcaster writing to events.k8s.io/v1 whose
+// Events name instance as their reporting instance (client-go would use the
+// host name): docs/crd-reference.md#events wants CONTROLLER_POD_NAME.
 func NewEventBroadcaster(kube kubernetes.Interface, instance string) events.EventBroadcaster {
 	var sink events.EventSink = &events.EventSinkImpl{Interface: kube.EventsV1()}
 	if instance != "" {

@@ -34,9 +34,9 @@ import (
 const TaskControllerName = "calibantask"
 
 // Requeue intervals (docs/crd-reference.md#requeue-intervals): a task waiting
-// on a Pending workspace
-// looks again soon (the workspace index usually wakes it sooner); a failed
-// admission waits longer, since a person has to change something.
+// on a Pending workspace looks again soon (the workspace index usually wakes
+// it sooner); a failed admission waits longer, since a person has to change
+// something.
 const (
 	pendingWorkspaceRequeue = 10 * time.Second
 	failureRequeue          = 30 * time.Second

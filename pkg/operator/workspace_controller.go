@@ -24,9 +24,8 @@ import (
 const WorkspaceControllerName = "workspace"
 
 // Workspace re-check intervals (docs/crd-reference.md#requeue-intervals).
-// Secrets are read, never
-// watched, so a Failed workspace is polled: creating the missing Secret
-// recovers it within seconds.
+// Secrets are read, never watched, so a Failed workspace is polled: creating
+// the missing Secret recovers it within seconds.
 const (
 	workspaceReadyRecheck    = 300 * time.Second
 	workspaceNotReadyRecheck = 15 * time.Second

@@ -28,8 +28,7 @@ type field struct {
 }
 
 // TestCRDSchemasFollowTheSpec walks every field docs/crd-reference.md names
-// (#spec and #spec-1). Paths use
-// "[]" for list items.
+// (#spec and #spec-1). Paths use "[]" for list items.
 func TestCRDSchemasFollowTheSpec(t *testing.T) {
 	workspace := map[string]field{
 		"spec":                                       {typ: "object", required: true},

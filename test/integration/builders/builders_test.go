@@ -198,10 +198,10 @@ func TestTheRenderedServiceAccountAppliesAndReadsBack(t *testing.T) {
 }
 
 // podFromSandbox is the pod agent-sandbox creates for a Sandbox
-// (docs/crd-reference.md#what-agent-sandbox-creates-from-the-sandbox):
-// named after the Sandbox, with the template's labels
-// and spec, and one volume per claim template, named after the template,
-// whose claim is "<template>-<sandbox>".
+// (docs/crd-reference.md#what-agent-sandbox-creates-from-the-sandbox): named
+// after the Sandbox, with the template's labels and spec, and one volume per
+// claim template, named after the template, whose claim is
+// "<template>-<sandbox>".
 func podFromSandbox(sb *sandboxv1beta1.Sandbox) *corev1.Pod {
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: sb.Name, Namespace: sb.Namespace, Labels: sb.Spec.PodTemplate.Metadata.Labels},
@@ -218,10 +218,9 @@ func podFromSandbox(sb *sandboxv1beta1.Sandbox) *corev1.Pod {
 	return pod
 }
 
-// docs/crd-reference.md#the-sandbox-and-the-agent-pod: the rendered pod
-// passes the Pod Security Standard
-// "restricted" profile with default settings. The Unconfined case proves
-// the namespace really enforces the profile.
+// docs/crd-reference.md#the-sandbox-and-the-agent-pod: the rendered pod passes
+// the Pod Security Standard "restricted" profile with default settings. The
+// Unconfined case proves the namespace really enforces the profile.
 func TestTheRenderedPodPassesPodSecurityRestricted(t *testing.T) {
 	tests := map[string]struct {
 		// inputs

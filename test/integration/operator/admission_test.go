@@ -15,9 +15,9 @@ import (
 
 // admittedWithin bounds how long after its workspace turns Ready a waiting
 // task may take to run. Such tasks are woken at once
-// (docs/architecture.md#what-wakes-a-task) through the
-// workspace index; their own requeues come only every 10 s (Pending
-// workspace) or 30 s (failed admission), so this tells the two apart.
+// (docs/architecture.md#what-wakes-a-task) through the workspace index; their
+// own requeues come only every 10 s (Pending workspace) or 30 s (failed
+// admission), so this tells the two apart.
 const admittedWithin = 7 * time.Second
 
 func TestUnsupervisedWorkNeedsTheWorkspacesPermission(t *testing.T) {

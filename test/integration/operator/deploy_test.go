@@ -361,8 +361,8 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 		}
 	}
 	// Every setting of docs/deploying.md#configuration is present in the
-	// Deployment, so that a
-	// cluster operator edits a value rather than discovers a name.
+	// Deployment, so that a cluster operator edits a value rather than
+	// discovers a name.
 	read := map[string]bool{}
 	_, _ = builders.ParseSettings(func(name string) (string, bool) { read[name] = true; return "", false }, operatorNamespace)
 	if len(read) < 30 {
