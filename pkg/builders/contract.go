@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// caliband's command line (docs/caliband-launch-contract.md#command-line). The
+// caliband's command line (docs/caliband-contract.md#command-line). The
 // operator passes each flag and its value as two argv elements, in the
 // container's args (the image's ENTRYPOINT is caliband and its CMD is --help).
 // The bearer token is deliberately absent: it travels only as EnvDaemonToken
@@ -39,7 +39,7 @@ const (
 )
 
 // Variables the operator sets in the agent pod
-// (docs/caliband-launch-contract.md#environment).
+// (docs/caliband-contract.md#environment).
 const (
 	// EnvDaemonToken carries caliband's bearer token, always from a
 	// secretKeyRef, never as a literal value.
@@ -67,7 +67,7 @@ const (
 )
 
 // Workspace.spec.agentPolicy projections (docs/crd-reference.md#agentpolicy,
-// docs/caliband-launch-contract.md#agent-policy-variables). Booleans are
+// docs/caliband-contract.md#agent-policy-variables). Booleans are
 // written only as "true" and omitted otherwise: caliban counts any env-sourced
 // value as explicit, so even "false" can trip its conflicts, and
 // EnvStrictKnownMarketplaces reads any non-blank value as an allow-list that
@@ -91,7 +91,7 @@ const (
 )
 
 // DeadEnvNames lists variables the operator must never emit into an agent pod
-// (docs/caliband-launch-contract.md#names-the-operator-never-sets). Some were
+// (docs/caliband-contract.md#names-the-operator-never-sets). Some were
 // bugs of the original operator that caliban never reads;
 // CALIBAN_CONTROL_TLS_CA and CALIBAN_CONTROL_TLS_SERVER_NAME are caliband's
 // own outputs to its workers, and publishing them in the pod env would shadow

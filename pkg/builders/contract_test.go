@@ -8,7 +8,7 @@ import (
 
 // The launch contract is a set of names caliband parses; a typo compiles and
 // then fails only inside a pod. These tests restate the names from
-// docs/caliband-launch-contract.md literally: a changed constant fails loudly.
+// docs/caliband-contract.md literally: a changed constant fails loudly.
 func TestContractNamesMatchCaliband(t *testing.T) {
 	tests := map[string]struct {
 		got, want string

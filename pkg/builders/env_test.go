@@ -14,13 +14,13 @@ import (
 
 // These tests hold the caliband container's environment to
 // docs/crd-reference.md#the-sandbox-and-the-agent-pod and to
-// docs/caliband-launch-contract.md#provider-variables, #storage-variables and
+// docs/caliband-contract.md#provider-variables, #storage-variables and
 // #agent-policy-variables: the variables, their values, their order, and what
 // must never appear.
 
 func TestCalibandEnvOrder(t *testing.T) {
 	// Every source of env at once, in the order of the numbered table in
-	// docs/caliband-launch-contract.md#environment: provider, storage,
+	// docs/caliband-contract.md#environment: provider, storage,
 	// router config, workspace env, agentPolicy, daemon token.
 	got := CalibandEnv(everyFeatureTask("refactor-auth"), everyFeaturePin(), settings())
 	want := []corev1.EnvVar{
@@ -128,7 +128,7 @@ func TestCalibandEnvProvider(t *testing.T) {
 }
 
 func TestCalibandEnvStorage(t *testing.T) {
-	// docs/caliband-launch-contract.md#storage-variables, one row per
+	// docs/caliband-contract.md#storage-variables, one row per
 	// case.
 	tests := map[string]struct {
 		// input
@@ -572,7 +572,7 @@ func TestCalibandEnvNeverRepeatsAName(t *testing.T) {
 	}
 }
 
-// docs/caliband-launch-contract.md#names-the-operator-never-sets: no dead name
+// docs/caliband-contract.md#names-the-operator-never-sets: no dead name
 // is ever emitted, whatever the operator's inputs.
 func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 	t.Run("from any of the operator's own projections", func(t *testing.T) {
@@ -602,7 +602,7 @@ func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 			p.Env = append(p.Env, calibanv1alpha1.EnvVar{Name: dead, Value: "x"})
 			c := calibandOf(t, BuildSandbox(everyFeatureTask("t"), p, settings()).Spec.PodTemplate.Spec)
 			if slices.Contains(envNames(c.Env), dead) {
-				t.Errorf("%s is emitted, but docs/caliband-launch-contract.md#names-the-operator-never-sets forbids it", dead)
+				t.Errorf("%s is emitted, but docs/caliband-contract.md#names-the-operator-never-sets forbids it", dead)
 			}
 		})
 	}
