@@ -142,7 +142,7 @@ func settingsProblems(s Settings) []string {
 		check(err == nil, "the metrics address is not host:port")
 	}
 	check(s.Workers >= 1 && s.KubeAPIBurst >= 1 && s.LogVerbosity >= 0 && s.LogVerbosity <= math.MaxInt32, "a count is out of range")
-	check(s.KubeAPIQPS > 0 && !math.IsInf(float64(s.KubeAPIQPS), 0), "the QPS is not positive and finite")
+	check(s.KubeAPIQPS == NoClientRateLimit || s.KubeAPIQPS > 0 && !math.IsInf(float64(s.KubeAPIQPS), 0), "the QPS is neither -1 nor positive and finite")
 	check(s.LogFormat == "text" || s.LogFormat == "json", "the log format is unknown")
 	return problems
 }

@@ -43,6 +43,12 @@ type ProcessSettings struct {
 	ResyncPeriod time.Duration
 }
 
+// NoClientRateLimit as the QPS turns client-go's client-side rate limiter
+// off. It is the default: a burst of tasks should be queued and bounded by
+// the apiserver's API Priority and Fairness (manifests/flowcontrol), not
+// throttled in the operator while the server idles.
+const NoClientRateLimit = -1
+
 // DefaultProcessSettings is the process configuration of an empty
 // environment, except LeaseNamespace, which only ParseProcessSettings can
 // know.
@@ -55,7 +61,7 @@ func DefaultProcessSettings() ProcessSettings {
 		PodName:            defaultPodName,
 		MetricsBindAddress: ":8080",
 		Workers:            4,
-		KubeAPIQPS:         50,
+		KubeAPIQPS:         NoClientRateLimit,
 		KubeAPIBurst:       100,
 		LogVerbosity:       0,
 		LogFormat:          LogFormatText,
@@ -199,6 +205,8 @@ func (p *envParser) bindAddress(name string, dst *string) {
 	*dst = v
 }
 
+// qps reads the client-side rate limit: a positive finite number, or
+// NoClientRateLimit (-1) for none, as client-go reads a negative QPS.
 func (p *envParser) qps(dst *float32) {
 	v, found, _ := p.present(EnvKubeAPIQPS)
 	if !found {
@@ -209,9 +217,13 @@ func (p *envParser) qps(dst *float32) {
 		p.fail("%s %q is not a number", EnvKubeAPIQPS, v)
 		return
 	}
+	if err == nil && f == NoClientRateLimit {
+		*dst = NoClientRateLimit
+		return
+	}
 	// The negated comparison also refuses NaN, which ParseFloat accepts.
 	if err != nil || !(f > 0) || math.IsInf(f, 0) {
-		p.fail("%s %s must be a positive finite number", EnvKubeAPIQPS, v)
+		p.fail("%s %s must be -1 (no client-side limit) or a positive finite number", EnvKubeAPIQPS, v)
 		return
 	}
 	*dst = float32(f)

@@ -88,7 +88,7 @@ func TestDefaultSettings(t *testing.T) {
 			PodName:            "caliban-operator",
 			MetricsBindAddress: ":8080",
 			Workers:            4,
-			KubeAPIQPS:         50,
+			KubeAPIQPS:         -1,
 			KubeAPIBurst:       100,
 			LogVerbosity:       0,
 			LogFormat:          "text",
@@ -718,23 +718,23 @@ func TestParseSettingsRefuses(t *testing.T) {
 		},
 		"QPS must be a positive number": {
 			env:  map[string]string{"CALIBAN_KUBE_API_QPS": "0"},
-			want: []string{"CALIBAN_KUBE_API_QPS 0 must be a positive finite number"},
+			want: []string{"CALIBAN_KUBE_API_QPS 0 must be -1 (no client-side limit) or a positive finite number"},
 		},
 		"a negative QPS is refused": {
-			env:  map[string]string{"CALIBAN_KUBE_API_QPS": "-1"},
-			want: []string{"CALIBAN_KUBE_API_QPS -1 must be a positive finite number"},
+			env:  map[string]string{"CALIBAN_KUBE_API_QPS": "-2"},
+			want: []string{"CALIBAN_KUBE_API_QPS -2 must be -1 (no client-side limit) or a positive finite number"},
 		},
 		"a QPS of NaN is refused": {
 			env:  map[string]string{"CALIBAN_KUBE_API_QPS": "NaN"},
-			want: []string{"CALIBAN_KUBE_API_QPS NaN must be a positive finite number"},
+			want: []string{"CALIBAN_KUBE_API_QPS NaN must be -1 (no client-side limit) or a positive finite number"},
 		},
 		"an infinite QPS is refused": {
 			env:  map[string]string{"CALIBAN_KUBE_API_QPS": "+Inf"},
-			want: []string{"CALIBAN_KUBE_API_QPS +Inf must be a positive finite number"},
+			want: []string{"CALIBAN_KUBE_API_QPS +Inf must be -1 (no client-side limit) or a positive finite number"},
 		},
 		"a QPS beyond float32 is refused": {
 			env:  map[string]string{"CALIBAN_KUBE_API_QPS": "1e39"},
-			want: []string{"CALIBAN_KUBE_API_QPS 1e39 must be a positive finite number"},
+			want: []string{"CALIBAN_KUBE_API_QPS 1e39 must be -1 (no client-side limit) or a positive finite number"},
 		},
 		"a QPS that is not a number is refused": {
 			env:  map[string]string{"CALIBAN_KUBE_API_QPS": "fast"},

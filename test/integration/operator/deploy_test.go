@@ -224,6 +224,26 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			t.Error("the operator's manifests let prospero patch calibantasks/status")
 		}
 
+		// The optional server-side bound (manifests/flowcontrol): the
+		// operator's requests go to its own priority level.
+		if err := cluster.Apply(ctx, "", kustomize(t, "manifests/flowcontrol")...); err != nil {
+			t.Fatal(err)
+		}
+		dispatched := func() float64 {
+			raw, err := cluster.Kube.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := parseMetrics(string(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			v, _ := m.Find("apiserver_flowcontrol_dispatched_requests_total",
+				map[string]string{"flow_schema": "caliban-operator", "priority_level": "caliban-operator"})
+			return v
+		}
+		before := dispatched()
+
 		startOperator(t, "cluster-wide", ns,
 			"KUBECONFIG="+operatorKubeconfig(t),
 			"CALIBAN_LEADER_ELECTION=true", "CALIBAN_LEASE_NAMESPACE="+operatorNamespace,
@@ -235,6 +255,9 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 		waitForTask(t, ns, "task", 60*time.Second, isRunning)
 		prosperoSettles(t, ns, "task", "Succeeded", "")
 		waitForTask(t, ns, "task", 30*time.Second, hasPhase(calibanv1alpha1.TaskCompleted))
+		if after := dispatched(); after <= before {
+			t.Errorf("the caliban-operator FlowSchema dispatched %v requests before and %v after the operator's work; want more", before, after)
+		}
 		lease := getLease(t, operatorNamespace, "caliban-operator-cluster")
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != "cluster-0" {
 			t.Errorf("lease holder %v, want cluster-0", lease.Spec.HolderIdentity)
