@@ -92,9 +92,13 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		status.Phase = calibanv1alpha1.TaskProvisioning
 		setReady(metav1.ConditionFalse, ReasonSandboxAPIUnavailable, SandboxAPIUnavailableMessage)
 	case in.Sandbox == nil:
-		// Admitted and pinned; the Sandbox is applied right after the pin.
+		// Admitted and pinned; the Sandbox is applied right after the pin,
+		// under this name. Saying now what the status will say once it
+		// exists, and not ready yet, saves a write per task.
+		name := SandboxName(task.Name)
 		status.Phase = calibanv1alpha1.TaskProvisioning
-		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, fmt.Sprintf("Sandbox %s is not created yet", SandboxName(task.Name)))
+		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: name}
+		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, sandboxNotReadyMessage(name))
 	default:
 		sbReady := meta.FindStatusCondition(in.Sandbox.Status.Conditions, ConditionReady)
 		fqdn := in.Sandbox.Status.ServiceFQDN
@@ -105,7 +109,7 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 			break
 		}
 		status.Phase = calibanv1alpha1.TaskProvisioning
-		msg := fmt.Sprintf("Sandbox %s is not ready yet", in.Sandbox.Name)
+		msg := sandboxNotReadyMessage(in.Sandbox.Name)
 		switch {
 		case sbReady != nil && sbReady.Message != "":
 			msg = sbReady.Message
@@ -132,4 +136,8 @@ func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool 
 		current.PermissionPosture != desired.PermissionPosture ||
 		current.ObservedGeneration != desired.ObservedGeneration ||
 		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))
+}
+
+func sandboxNotReadyMessage(name string) string {
+	return fmt.Sprintf("Sandbox %s is not ready yet", name)
 }

@@ -67,10 +67,10 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			task: fxTask(),
 			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Pending", ObservedGeneration: 1},
 		},
-		"pinned with no Sandbox yet is Provisioning: the pin is written before the children": {
+		"pinned with no Sandbox yet is Provisioning under the Sandbox it is about to get": {
 			task: fxTask(), pin: fxPin(),
-			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
-				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox fix-bug-sbx is not created yet", tNow)}},
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox fix-bug-sbx is not ready yet", tNow)}},
 		},
 		"pinned while the Sandbox API is not served is Provisioning, saying what to install": {
 			task: fxTask(), pin: fxPin(), apiMissing: true,
@@ -186,6 +186,17 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// The status written with the pin, before the Sandbox exists, is the
+// status of the freshly applied Sandbox that has no condition yet: applying
+// the children then needs no second status write.
+func TestThePinStatusIsTheStatusOfAFreshSandbox(t *testing.T) {
+	before := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Now: tNow}, DefaultAgentSettings())
+	after := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(""), Now: tNow}, DefaultAgentSettings())
+	if TaskStatusChanged(before, after) {
+		t.Errorf("a fresh Sandbox changes the status:\n%s", cmp.Diff(before, after))
 	}
 }
 

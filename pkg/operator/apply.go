@@ -31,23 +31,30 @@ type statusTarget struct {
 	// UID makes the apply fail rather than touch a different object that
 	// took the name since the cache was read.
 	UID types.UID `json:"uid"`
+	// ResourceVersion, when set, makes the apply a compare-and-swap: it
+	// fails with a conflict if the object changed since that version.
+	ResourceVersion string `json:"resourceVersion,omitempty"`
 }
 
 var applyStatusOptions = metav1.PatchOptions{FieldManager: builders.FieldManager, Force: new(true)}
 
-// statusBody is the apply body of obj's status: type, identity, status.
-func statusBody(kind string, obj metav1.Object, status any) ([]byte, error) {
+// statusBody is the apply body of obj's status: type, identity, status,
+// and obj's resourceVersion as a precondition when asked.
+func statusBody(kind string, obj metav1.Object, status any, precondition bool) ([]byte, error) {
+	target := statusTarget{Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID()}
+	if precondition {
+		target.ResourceVersion = obj.GetResourceVersion()
+	}
 	return json.Marshal(statusApply{
 		APIVersion: calibanv1alpha1.SchemeGroupVersion.String(), Kind: kind,
-		Metadata: statusTarget{Name: obj.GetName(), Namespace: obj.GetNamespace(), UID: obj.GetUID()},
-		Status:   status,
+		Metadata: target, Status: status,
 	})
 }
 
 // applyTaskStatus server-side-applies the whole operator-owned status of a
 // task. A field the operator owned before and omits now is removed.
-func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calibanv1alpha1.CalibanTask, status calibanv1alpha1.CalibanTaskStatus) (*calibanv1alpha1.CalibanTask, error) {
-	body, err := statusBody("CalibanTask", task, status)
+func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calibanv1alpha1.CalibanTask, status calibanv1alpha1.CalibanTaskStatus, precondition bool) (*calibanv1alpha1.CalibanTask, error) {
+	body, err := statusBody("CalibanTask", task, status, precondition)
 	if err != nil {
 		return nil, err
 	}
@@ -57,7 +64,7 @@ func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calib
 // applyWorkspaceStatus server-side-applies the whole operator-owned status
 // of a workspace.
 func applyWorkspaceStatus(ctx context.Context, c calibanclient.Interface, ws *calibanv1alpha1.Workspace, status calibanv1alpha1.WorkspaceStatus) (*calibanv1alpha1.Workspace, error) {
-	body, err := statusBody("Workspace", ws, status)
+	body, err := statusBody("Workspace", ws, status, false)
 	if err != nil {
 		return nil, err
 	}

@@ -275,20 +275,6 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		case builders.Rejected:
 			failure, after = &adm.Failure, failureRequeue
 		case builders.Admitted:
-			// The cache can lag behind a pin this controller wrote moments
-			// ago; pinning again could pin a Workspace edited since. Only the
-			// API knows, and admission happens once per task.
-			live, err := c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Get(ctx, task.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return 0, nil
-			}
-			if err != nil {
-				return 0, err
-			}
-			if live.UID != task.UID || live.Status.ResolvedWorkspace != nil {
-				logger.V(4).Info("The cache lags behind the task; waiting for it")
-				return 0, nil // the informer's update of the task requeues it
-			}
 			pin, posture, newlyPinned = adm.Pin, adm.Posture, true
 		}
 	} else if f := builders.PinnedPostureProblem(task); f != nil {
@@ -320,10 +306,17 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		// Pin first: the pin, the admitted posture and Provisioning in one
 		// write before any child, so a child apply that keeps failing
 		// retries under this pin instead of re-admitting against whatever
-		// the Workspace says by then.
+		// the Workspace says by then. The write is conditional on the
+		// resourceVersion the decision was made from: a cache that lags
+		// behind a pin written moments ago gets a conflict, never a second
+		// pin of a Workspace edited since.
 		pinIn := in
 		pinIn.SandboxAPIMissing = !c.sandboxAPI.Served()
-		written, err := c.writeStatus(ctx, task, pinIn)
+		written, err := c.writeStatusIf(ctx, task, pinIn, true)
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			logger.V(4).Info("The task changed since the cache saw it; waiting for the newer version", "error", err)
+			return 0, nil // the informer's update of the task requeues it
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -348,11 +341,17 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 // owns changed, emitting Events for the transitions. It returns the task as
 // it stands after the write (the input when nothing was written).
 func (c *TaskController) writeStatus(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) (*calibanv1alpha1.CalibanTask, error) {
+	return c.writeStatusIf(ctx, task, in, false)
+}
+
+// writeStatusIf is writeStatus, with the write conditional on task's
+// resourceVersion when precondition is set.
+func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput, precondition bool) (*calibanv1alpha1.CalibanTask, error) {
 	desired := builders.TaskStatus(in, c.settings)
 	if !builders.TaskStatusChanged(task.Status, desired) {
 		return task, nil
 	}
-	written, err := applyTaskStatus(ctx, c.caliban, task, desired)
+	written, err := applyTaskStatus(ctx, c.caliban, task, desired, precondition)
 	if err != nil {
 		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}

@@ -2,12 +2,15 @@ package operator
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -78,9 +81,9 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			after:   30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPostureNotPermitted,
 			events: []string{EventPhaseChanged, builders.ReasonPostureNotPermitted},
 		},
-		"an admitted task is pinned, applies its children and is Provisioning": {
+		"an admitted task is pinned, applies its children and is Provisioning, in one status write": {
 			task: task(), objects: []any{workspace()},
-			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1, statuses: 2,
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
 			events: []string{EventPhaseChanged},
 		},
 		"without agent-sandbox's API an admitted task is pinned in one write and waits in Provisioning": {
@@ -106,7 +109,7 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			objects: []any{workspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
 			})},
-			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1, statuses: 2,
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
 			events: []string{EventPhaseChanged, EventUnattendedAdmitted},
 		},
 		"a missing state token secret fails the pinned task without applying children": {
@@ -304,19 +307,37 @@ func TestAWorkspaceStatusChangeWakesOnlyItsUnpinnedTasks(t *testing.T) {
 // lead to a second admission (which could pin a Workspace edited since).
 func TestAStaleCacheNeverPinsTwice(t *testing.T) {
 	f := newFixture(t)
-	cached := task()
+	cached := task(func(t *calibanv1alpha1.CalibanTask) { t.ResourceVersion = "41" })
 	f.seed(cached, workspace(), secret("key", "api-key"))
-	live := cached.DeepCopy()
-	live.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{Provider: calibanv1alpha1.Provider{Name: "planner", Kind: "anthropic", Model: "pinned-earlier"}}
-	if err := f.caliban.Tracker().Update(calibanv1alpha1.SchemeGroupVersion.WithResource("calibantasks"), live, live.Namespace); err != nil {
-		t.Fatal(err)
-	}
+	// The server already holds a pin the cache has not seen: version 42.
+	// It answers a conditional apply on version 41 as the apiserver does.
+	var sentVersion string
+	f.caliban.PrependReactor("patch", "calibantasks", func(a core.Action) (bool, runtime.Object, error) {
+		var body struct {
+			Metadata struct {
+				ResourceVersion string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(a.(core.PatchAction).GetPatch(), &body); err != nil {
+			return true, nil, err
+		}
+		sentVersion = body.Metadata.ResourceVersion
+		return true, nil, apierrors.NewConflict(calibanv1alpha1.Resource("calibantasks"), cached.Name,
+			errors.New("the object has been modified; please apply your changes to the latest version and try again"))
+	})
 	c := f.taskController()
 	f.resetActions()
-	if _, err := c.syncTask(f.ctx, key(cached)); err != nil {
-		t.Fatal(err)
+	after, err := c.syncTask(f.ctx, key(cached))
+	if err != nil || after != 0 {
+		t.Fatalf("sync = %s, %v; want to wait quietly for the informer", after, err)
 	}
-	if w := f.writes(); len(w) != 0 {
-		t.Errorf("a stale cache led to writes: %v", w)
+	if sentVersion != "41" {
+		t.Errorf("the pin was applied on resourceVersion %q, want the cached 41", sentVersion)
+	}
+	if w := f.writes(); len(w) != 1 || w[0] != "patch calibantasks/status fix-bug" {
+		t.Errorf("writes %v, want only the refused conditional pin", w)
+	}
+	if len(f.events.events) != 0 {
+		t.Errorf("events %v, want none for a refused pin", f.events.events)
 	}
 }

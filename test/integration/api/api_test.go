@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -620,5 +621,45 @@ func handFilledSandbox(ns string, owner *calibanv1alpha1.CalibanTask) *sandboxv1
 				},
 			},
 		},
+	}
+}
+
+// The operator pins a task with a status apply that carries the
+// resourceVersion its decision was made from; the apiserver must refuse it
+// once the task has changed, or a lagging cache could pin twice.
+func TestAStatusApplyOnAStaleResourceVersionIsRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := cluster.Namespace(t, nil)
+	u := &unstructured.Unstructured{Object: validTask()}
+	if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tasks := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns)
+	seen, err := tasks.Get(ctx, "task", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	apply := func(rv, model string) error {
+		body := fmt.Sprintf(`{"apiVersion":"caliban.caliban-ai.dev/v1alpha1","kind":"CalibanTask",
+			"metadata":{"name":"task","uid":%q,"resourceVersion":%q},
+			"status":{"phase":"Provisioning","resolvedWorkspace":{"provider":{"name":"p","kind":"anthropic","model":%q}}}}`,
+			seen.UID, rv, model)
+		_, err := tasks.Patch(ctx, "task", types.ApplyPatchType, []byte(body),
+			metav1.PatchOptions{FieldManager: "caliban-operator", Force: new(true)}, "status")
+		return err
+	}
+	if err := apply(seen.ResourceVersion, "first"); err != nil {
+		t.Fatalf("the first conditional apply: %v", err)
+	}
+	err = apply(seen.ResourceVersion, "second")
+	if !apierrors.IsConflict(err) {
+		t.Fatalf("an apply on the stale resourceVersion returned %v, want a conflict", err)
+	}
+	got, err := tasks.Get(ctx, "task", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.ResolvedWorkspace == nil || got.Status.ResolvedWorkspace.Provider.Model != "first" {
+		t.Errorf("pin %+v, want the first one kept", got.Status.ResolvedWorkspace)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -84,10 +85,16 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 
 		created := createTask(t, ns, name, "demo")
 		waitForTask(t, ns, name, settleTimeout, provisioning(""))
-		sandbox := getSandbox(t, ns, sbx)
-		if !metav1.IsControlledBy(sandbox, created) {
-			t.Errorf("Sandbox owner references %+v, want the task %s", sandbox.GetOwnerReferences(), created.UID)
-		}
+		// The status says Provisioning from the pin on; the apply that
+		// takes the Sandbox over follows it.
+		var sandbox *unstructured.Unstructured
+		framework.Eventually(t, settleTimeout, func() error {
+			sandbox = getSandbox(t, ns, sbx)
+			if !metav1.IsControlledBy(sandbox, created) {
+				return fmt.Errorf("Sandbox owner references %+v, want the task %s", sandbox.GetOwnerReferences(), created.UID)
+			}
+			return nil
+		})
 		if sandbox.GetAnnotations()[annotationSandbox] != "never-ready" {
 			t.Errorf("the operator's apply removed the test's annotation: %v", sandbox.GetAnnotations())
 		}
@@ -104,9 +111,8 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 	})
 }
 
-// provisioning: phase Provisioning on an applied Sandbox (sandboxRef set),
-// Ready False SandboxNotReady with the
-// message (when not empty), no endpoint.
+// provisioning: phase Provisioning with a sandboxRef, Ready False
+// SandboxNotReady with the message (when not empty), no endpoint.
 func provisioning(message string) taskCheck {
 	return func(task *calibanv1alpha1.CalibanTask) error {
 		if err := hasPhase(calibanv1alpha1.TaskProvisioning)(task); err != nil {
@@ -115,10 +121,8 @@ func provisioning(message string) taskCheck {
 		if err := readyIs(task, metav1.ConditionFalse, builders.ReasonSandboxNotReady); err != nil {
 			return err
 		}
-		// The pin alone already says Provisioning; this waits for the
-		// Sandbox to have been applied.
 		if task.Status.SandboxRef == nil {
-			return fmt.Errorf("no sandboxRef yet")
+			return fmt.Errorf("no sandboxRef")
 		}
 		if got := readyCondition(task).Message; message != "" && got != message {
 			return fmt.Errorf("Ready message %q, want the Sandbox's %q", got, message)
