@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
@@ -70,7 +71,7 @@ func (o *Operator) Run(ctx context.Context) error {
 		o.LabelSelector = labels.Set{builders.LabelManagedBy: builders.FieldManager}.String()
 	}
 	calibanFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Caliban, s.ResyncPeriod,
-		calibaninformerfactory.WithNamespace(s.WatchNamespace))
+		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTransform(dropManagedFields))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
 		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
 	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Clients.Dynamic, s.ResyncPeriod, s.WatchNamespace, ownedOnly)
@@ -78,6 +79,9 @@ func (o *Operator) Run(ctx context.Context) error {
 	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
 	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
 	sandboxes := dynFactory.ForResource(sandboxGVR)
+	if err := sandboxes.Informer().SetTransform(dropManagedFields); err != nil {
+		return err
+	}
 	// The Sandbox informer starts only once agent-sandbox's API is served:
 	// both controllers run without it, and tasks wait in Provisioning.
 	sandboxAPI := &sandboxAPIWatcher{
@@ -140,4 +144,15 @@ func (o *Operator) Run(ctx context.Context) error {
 		all = append(all, err)
 	}
 	return errors.Join(all...)
+}
+
+// dropManagedFields keeps managedFields out of the caches that never read
+// them: tasks, Workspaces and Sandboxes (ServiceAccounts and
+// NetworkPolicies keep theirs, from which the operator extracts what it
+// owns). Server-side apply makes them a large part of each object.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }

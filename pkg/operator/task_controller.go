@@ -40,6 +40,8 @@ const TaskControllerName = "calibantask"
 const (
 	pendingWorkspaceRequeue = 10 * time.Second
 	failureRequeue          = 30 * time.Second
+	// conflictRequeue: a conditional pin met a newer version of the task.
+	conflictRequeue = time.Second
 )
 
 // workspaceIndex indexes tasks by the Workspace they name, as
@@ -117,10 +119,13 @@ func NewTaskController(
 	}
 	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
-		// Every update, including the periodic resync's (same
-		// resourceVersion): the resync is the safety net for what no event
-		// announces, such as a deleted token Secret.
-		UpdateFunc: func(_, new any) { c.enqueue(new) },
+		// Resyncs (same resourceVersion) included: the resync is the safety
+		// net for what no event announces, such as a deleted token Secret.
+		UpdateFunc: func(old, new any) {
+			if taskUpdateMatters(old.(*calibanv1alpha1.CalibanTask), new.(*calibanv1alpha1.CalibanTask)) {
+				c.enqueue(new)
+			}
+		},
 	}); err != nil {
 		return nil, fmt.Errorf("adding CalibanTask event handler: %w", err)
 	}
@@ -136,15 +141,14 @@ func NewTaskController(
 	}); err != nil {
 		return nil, fmt.Errorf("adding Workspace event handler: %w", err)
 	}
+	// A child's creation wakes nobody: the operator created it, from a sync
+	// that already read the result, and at start-up every task is enqueued
+	// by its own informer.
 	children := cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueueOwner,
 		UpdateFunc: func(old, new any) {
-			o, errO := meta.Accessor(old)
-			n, errN := meta.Accessor(new)
-			if errO == nil && errN == nil && o.GetResourceVersion() == n.GetResourceVersion() {
-				return
+			if childUpdateMatters(old, new) {
+				c.enqueueOwner(new)
 			}
-			c.enqueueOwner(new)
 		},
 		DeleteFunc: c.enqueueOwner,
 	}
@@ -314,8 +318,10 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		pinIn.SandboxAPIMissing = !c.sandboxAPI.Served()
 		written, err := c.writeStatusIf(ctx, task, pinIn, true)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			logger.V(4).Info("The task changed since the cache saw it; waiting for the newer version", "error", err)
-			return 0, nil // the informer's update of the task requeues it
+			// The newer version may differ only in what the operator wrote
+			// itself, which wakes nobody: look again shortly.
+			logger.V(4).Info("The task changed since the cache saw it; looking again", "error", err)
+			return conflictRequeue, nil
 		}
 		if err != nil {
 			return 0, err

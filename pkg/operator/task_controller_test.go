@@ -328,8 +328,8 @@ func TestAStaleCacheNeverPinsTwice(t *testing.T) {
 	c := f.taskController()
 	f.resetActions()
 	after, err := c.syncTask(f.ctx, key(cached))
-	if err != nil || after != 0 {
-		t.Fatalf("sync = %s, %v; want to wait quietly for the informer", after, err)
+	if err != nil || after != conflictRequeue {
+		t.Fatalf("sync = %s, %v; want to look again after %s without an error", after, err, conflictRequeue)
 	}
 	if sentVersion != "41" {
 		t.Errorf("the pin was applied on resourceVersion %q, want the cached 41", sentVersion)
