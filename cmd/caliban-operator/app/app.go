@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -71,7 +72,13 @@ func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
 }
 
 func newClients(cfg *rest.Config) (operator.Clients, error) {
-	kube, err := kubernetes.NewForConfig(cfg)
+	// Built-in kinds (ServiceAccounts, NetworkPolicies, Secrets, Events,
+	// Leases) travel as protobuf, which is cheaper to decode than JSON; the
+	// custom resources have no protobuf form.
+	kubeCfg := rest.CopyConfig(cfg)
+	kubeCfg.ContentType = runtime.ContentTypeProtobuf
+	kubeCfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	kube, err := kubernetes.NewForConfig(kubeCfg)
 	if err != nil {
 		return operator.Clients{}, err
 	}
