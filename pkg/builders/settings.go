@@ -52,6 +52,7 @@ const (
 	EnvLogFormat             = "CALIBAN_LOG_FORMAT"
 	EnvWatchNamespace        = "CALIBAN_WATCH_NAMESPACE"
 	EnvResyncSeconds         = "CALIBAN_RESYNC_SECONDS"
+	EnvPprofBindAddress      = "CALIBAN_PPROF_BIND_ADDRESS"
 )
 
 const (

@@ -28,11 +28,14 @@ type ProcessSettings struct {
 
 	// MetricsBindAddress is "" when metrics are disabled ("0").
 	MetricsBindAddress string
-	Workers            int
-	KubeAPIQPS         float32
-	KubeAPIBurst       int
-	LogVerbosity       int
-	LogFormat          string
+	// PprofBindAddress serves net/http/pprof; "" (the default) serves
+	// nothing. Profiles reveal internals, so it is off unless asked for.
+	PprofBindAddress string
+	Workers          int
+	KubeAPIQPS       float32
+	KubeAPIBurst     int
+	LogVerbosity     int
+	LogFormat        string
 	// WatchNamespace is "" to watch every namespace.
 	WatchNamespace string
 	// ResyncPeriod is the informers' periodic resync: every object is
@@ -126,7 +129,8 @@ func (p *envParser) process(podNamespace string) ProcessSettings {
 	}
 	s.ControllerPodName = p.optional(EnvControllerPodName)
 
-	p.metricsAddress(&s.MetricsBindAddress)
+	p.bindAddress(EnvMetricsBindAddress, &s.MetricsBindAddress)
+	p.bindAddress(EnvPprofBindAddress, &s.PprofBindAddress)
 	p.atLeast(EnvWorkers, 1, &s.Workers)
 	p.qps(&s.KubeAPIQPS)
 	p.atLeast(EnvKubeAPIBurst, 1, &s.KubeAPIBurst)
@@ -166,11 +170,11 @@ func (p *envParser) seconds(name string, dst *time.Duration) bool {
 	return ok
 }
 
-// metricsAddress accepts "0" (disabled) or host:port where host is empty, an
+// bindAddress accepts "0" (disabled) or host:port where host is empty, an
 // IP address or a DNS name, and port is numeric: a named or zero port would
 // bind somewhere nobody scrapes.
-func (p *envParser) metricsAddress(dst *string) {
-	v, found, _ := p.present(EnvMetricsBindAddress)
+func (p *envParser) bindAddress(name string, dst *string) {
+	v, found, _ := p.present(name)
 	if !found {
 		return
 	}
@@ -189,7 +193,7 @@ func (p *envParser) metricsAddress(dst *string) {
 		valid = aerr == nil || len(validation.IsDNS1123Subdomain(host)) == 0
 	}
 	if !valid {
-		p.fail("%s %q is neither 0 (disabled) nor host:port with a port in 1-65535", EnvMetricsBindAddress, v)
+		p.fail("%s %q is neither 0 (disabled) nor host:port with a port in 1-65535", name, v)
 		return
 	}
 	*dst = v

@@ -158,6 +158,10 @@ func TestParseHalvesRefuse(t *testing.T) {
 			env:  map[string]string{EnvResyncSeconds: "5m"},
 			want: `CALIBAN_RESYNC_SECONDS "5m" is not an integer`,
 		},
+		"a pprof address without a port": {
+			env:  map[string]string{EnvPprofBindAddress: "127.0.0.1"},
+			want: `CALIBAN_PPROF_BIND_ADDRESS "127.0.0.1" is neither 0 (disabled) nor host:port with a port in 1-65535`,
+		},
 		"a blank resync": {
 			env:  map[string]string{EnvResyncSeconds: " "},
 			want: "CALIBAN_RESYNC_SECONDS is set but blank",
@@ -178,6 +182,15 @@ func TestParseHalvesRefuse(t *testing.T) {
 		_, err := ParseAgentSettings(settingsEnv(map[string]string{EnvCalibandPort: "7500"}))
 		if want := "CALIBAND_PORT 7500 falls inside the agent port window 7100-7999"; fmt.Sprint(err) != want {
 			t.Errorf("error %q, want %q", err, want)
+		}
+	})
+	t.Run("pprof is off by default and served where asked", func(t *testing.T) {
+		if s := DefaultProcessSettings(); s.PprofBindAddress != "" {
+			t.Errorf("default PprofBindAddress %q, want off", s.PprofBindAddress)
+		}
+		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvPprofBindAddress: "127.0.0.1:6060"}), settingsPodNamespace)
+		if err != nil || s.PprofBindAddress != "127.0.0.1:6060" {
+			t.Errorf("PprofBindAddress %q, err %v", s.PprofBindAddress, err)
 		}
 	})
 	t.Run("a resync period is read in seconds", func(t *testing.T) {

@@ -58,7 +58,12 @@ func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
 		// and the lease is released, not just until the signal.
 		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 		defer stopServing()
-		if err := Serve(serveCtx, s.MetricsBindAddress, p.Handler(metrics.Registry)); err != nil {
+		if err := Serve(serveCtx, builders.EnvMetricsBindAddress, s.MetricsBindAddress, p.Handler(metrics.Registry)); err != nil {
+			return err
+		}
+	}
+	if s.PprofBindAddress != "" {
+		if err := Serve(ctx, builders.EnvPprofBindAddress, s.PprofBindAddress, PprofHandler()); err != nil {
 			return err
 		}
 	}

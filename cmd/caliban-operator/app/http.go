@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
-
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
 // Handler serves /metrics from metrics, /healthz, and /readyz
@@ -33,17 +32,30 @@ func (p *Process) Handler(metrics prometheus.Gatherer) http.Handler {
 	return mux
 }
 
+// PprofHandler serves net/http/pprof under /debug/pprof/, on its own
+// address so that profiles are never exposed where metrics are scraped.
+func PprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
+}
+
 // Serve serves h on addr until ctx ends. It listens before returning, so
-// that an address it cannot bind stops start-up with the variable named.
-func Serve(ctx context.Context, addr string, h http.Handler) error {
+// that an address it cannot bind stops start-up with the variable (name)
+// named.
+func Serve(ctx context.Context, name, addr string, h http.Handler) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", builders.EnvMetricsBindAddress, addr, err)
+		return fmt.Errorf("%s %s: %w", name, addr, err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.FromContext(ctx).Error(err, "Metrics server stopped")
+			klog.FromContext(ctx).Error(err, "HTTP server stopped", "address", addr)
 		}
 	}()
 	context.AfterFunc(ctx, func() {

@@ -83,8 +83,21 @@ func TestServeNamesTheVariableWhenItCannotListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	err = Serve(context.Background(), taken.Addr().String(), http.NotFoundHandler())
-	if err == nil || !strings.HasPrefix(err.Error(), builders.EnvMetricsBindAddress+" ") {
-		t.Errorf("Serve on a taken address = %v, want an error naming %s", err, builders.EnvMetricsBindAddress)
+	for _, name := range []string{builders.EnvMetricsBindAddress, builders.EnvPprofBindAddress} {
+		err = Serve(context.Background(), name, taken.Addr().String(), http.NotFoundHandler())
+		if err == nil || !strings.HasPrefix(err.Error(), name+" ") {
+			t.Errorf("Serve on a taken address = %v, want an error naming %s", err, name)
+		}
+	}
+}
+
+func TestPprofHandlerServesProfiles(t *testing.T) {
+	t.Parallel()
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap?debug=1", "/debug/pprof/goroutine?debug=1"} {
+		rec := httptest.NewRecorder()
+		PprofHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		if rec.Code != http.StatusOK || rec.Body.Len() == 0 {
+			t.Errorf("GET %s = %d with %d bytes, want 200 with a profile", path, rec.Code, rec.Body.Len())
+		}
 	}
 }
