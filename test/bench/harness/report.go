@@ -330,7 +330,17 @@ func machine(ctx context.Context, root string, kube kubernetes.Interface) []stri
 		}
 	}
 	out = append(out, "commit: "+commit)
-	if v, err := kube.Discovery().ServerVersion(); err == nil {
+	// The test bed's binaries are built from source without version
+	// stamps, so the apiserver reports v0.0.0; the pins say what it is.
+	if data, err := os.ReadFile(filepath.Join(root, "hack", "tools", "go.mod")); err == nil {
+		for line := range strings.Lines(string(data)) {
+			f := strings.Fields(line)
+			if len(f) >= 2 && (f[0] == "k8s.io/kubernetes" || f[0] == "sigs.k8s.io/kwok") {
+				out = append(out, "test bed: "+f[0]+" "+f[1])
+			}
+		}
+	}
+	if v, err := kube.Discovery().ServerVersion(); err == nil && !strings.HasPrefix(v.GitVersion, "v0.0.0") {
 		out = append(out, "kube-apiserver: "+v.GitVersion)
 	}
 	return out
