@@ -36,7 +36,9 @@ func (r *Result) plot(path string) error {
 	if err := addLine(over, "Running", blue, steps(bu.running, first)); err != nil {
 		return err
 	}
+	// Top left, clear of the creates' line, which rises within seconds.
 	over.Legend.Top, over.Legend.Left = true, true
+	over.Legend.XOffs, over.Legend.YOffs = vg.Points(60), vg.Points(-10)
 
 	cdf := plot.New()
 	cdf.Title.Text = "create → Running, CDF"

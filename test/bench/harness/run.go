@@ -272,8 +272,9 @@ func (b *bench) snap(ctx context.Context, op *operatorProcess) (snapshot, error)
 	return s, err
 }
 
-// settle waits until the operator has run no sync for quietFor and its
-// queues are empty, scraping only the operator.
+// settle waits until the operator has run no sync and sent no request but
+// lease renewals for quietFor, and its queues are empty, scraping only the
+// operator.
 func (b *bench) settle(ctx context.Context, op *operatorProcess, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	last, since := -1.0, time.Now()
@@ -282,10 +283,14 @@ func (b *bench) settle(ctx context.Context, op *operatorProcess, limit time.Dura
 		if err != nil {
 			return err
 		}
-		syncs := m.sum("caliban_controller_syncs_total", nil)
+		// Syncs, and requests other than the lease renewals (PUT) that
+		// go on every few seconds: Events are written after the sync that
+		// emitted them, by a client of their own.
+		work := m.sum("caliban_controller_syncs_total", nil) +
+			m.sum("rest_client_requests_total", nil) - m.sum("rest_client_requests_total", map[string]string{"method": "PUT"})
 		depth := m.sum("workqueue_depth", nil)
-		if syncs != last || depth > 0 {
-			last, since = syncs, time.Now()
+		if work != last || depth > 0 {
+			last, since = work, time.Now()
 		} else if time.Since(since) >= quietFor {
 			return nil
 		}
@@ -533,6 +538,14 @@ func (b *bench) steady(ctx context.Context, env []string, total int, res *Result
 	if err != nil {
 		return err
 	}
+	// A CPU profile of the window shows what a sync that changes nothing
+	// costs; like every profile it is optional.
+	cpuPath := filepath.Join(b.cfg.ResultsDir, res.Stem+"-steady-cpu.pprof")
+	profileDone := make(chan error, 1)
+	go func() {
+		secs := max(1, int(b.cfg.SteadyWindow.Seconds()))
+		profileDone <- op.profile(ctx, "profile", "seconds="+strconv.Itoa(secs), cpuPath, b.cfg.SteadyWindow+30*time.Second)
+	}()
 	select {
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -541,6 +554,12 @@ func (b *bench) steady(ctx context.Context, env []string, total int, res *Result
 	after, err := b.snap(ctx, op)
 	if err != nil {
 		return err
+	}
+	if err := <-profileDone; err != nil {
+		b.logf("  no steady-state CPU profile: %v", err)
+		_ = os.Remove(cpuPath)
+	} else {
+		res.Profiles = append(res.Profiles, cpuPath)
 	}
 	res.steady = steadyResult{
 		window: after.at.Sub(before.at),

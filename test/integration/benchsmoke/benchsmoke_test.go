@@ -77,8 +77,8 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 	if png, err := os.ReadFile(res.Plot); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
 		t.Errorf("%s is not a PNG (%v)", res.Plot, err)
 	}
-	if len(res.Profiles) != 2 {
-		t.Errorf("profiles %v, want a CPU and a heap profile from the operator's pprof endpoint", res.Profiles)
+	if len(res.Profiles) != 3 {
+		t.Errorf("profiles %v, want two CPU profiles and a heap profile from the operator's pprof endpoint", res.Profiles)
 	}
 	t.Logf("report:\n%s", res.Markdown)
 }
