@@ -53,6 +53,11 @@ test-integration: tools ## Integration tests against a real control plane (kwokc
 .PHONY: test
 test: test-unit test-integration ## Unit and integration tests.
 
+.PHONY: bench
+bench: tools ## Benchmark the operator on a fresh test cluster; writes test/bench/results/ (BENCH_N=1000).
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/caliban-operator ./cmd/caliban-operator
+	$(GO) run ./test/bench
+
 # LOCAL mode (KUBECONFIG unset or empty, or LOCAL=1/true/yes/on) needs the
 # test bed in bin/; the test mirrors hack/run-local's localMode.
 # CALIBAN_OPERATOR_BINARY runs another operator binary instead of building one.

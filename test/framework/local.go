@@ -123,6 +123,9 @@ func (c *Cluster) SyncStages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := c.opts.adjustStages(stages); err != nil {
+		return err
+	}
 	want := map[string]bool{}
 	for _, st := range stages {
 		gv, _, _ := unstructured.NestedString(st.Object, "spec", "resourceRef", "apiGroup")

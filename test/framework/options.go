@@ -3,7 +3,10 @@ package framework
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Options change what StartWithOptions (and MainWithOptions) installs into
@@ -15,6 +18,30 @@ type Options struct {
 	// sandboxes.agents.x-k8s.io until InstallSandbox is called. The
 	// caliban CRDs are installed as usual.
 	WithoutSandbox bool
+
+	// ImmediateSandbox makes the Sandbox stand-in write Ready as soon as
+	// kwok sees a Sandbox, instead of after the sandbox-ready Stage's
+	// delay (300 ms). A benchmark wants this: a delay would be the test
+	// bed's latency, not the operator's. The ready-after annotation still
+	// delays the Sandboxes that carry it.
+	ImmediateSandbox bool
+}
+
+// sandboxReadyStage is the Stage in test/stages that makes a Sandbox Ready.
+const sandboxReadyStage = "sandbox-ready"
+
+// adjustStages changes the Stages read from test/stages as opts ask.
+func (opts Options) adjustStages(stages []*unstructured.Unstructured) error {
+	if !opts.ImmediateSandbox {
+		return nil
+	}
+	for _, st := range stages {
+		if st.GetName() != sandboxReadyStage {
+			continue
+		}
+		return unstructured.SetNestedField(st.Object, int64(0), "spec", "delay", "durationMilliseconds")
+	}
+	return fmt.Errorf("test/stages has no Stage %s to make immediate", sandboxReadyStage)
 }
 
 // InstallSandbox installs what Options.WithoutSandbox left out, as Start

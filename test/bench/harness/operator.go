@@ -1,0 +1,286 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat.
+// The kernel fixes it at 100 on every architecture Go runs Linux on, and
+// reading sysconf(_SC_CLK_TCK) would need cgo.
+const clockTicks = 100
+
+// stopTimeout is how long a SIGTERMed operator may take to drain and
+// release its lease before it is killed.
+const stopTimeout = 30 * time.Second
+
+// operatorProcess is one run of the caliban-operator binary, configured as
+// its Deployment is except for what running outside a pod requires.
+type operatorProcess struct {
+	name        string
+	metricsAddr string
+	pprofAddr   string
+	started     time.Time
+
+	cmd    *exec.Cmd
+	log    *os.File
+	tail   *tailBuffer
+	exited chan struct{}
+	// exitErr is set before exited is closed.
+	exitErr  error
+	stopping chan struct{}
+	stopOnce sync.Once
+}
+
+// startOperator runs bin with the environment stripped of every operator
+// setting the caller's shell might carry, plus env. Its output goes to
+// logPath and the last lines are kept for error messages.
+func startOperator(name, bin, logPath string, env ...string) (*operatorProcess, error) {
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	pprofPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	p := &operatorProcess{
+		name:        name,
+		metricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		pprofAddr:   fmt.Sprintf("127.0.0.1:%d", pprofPort),
+		tail:        &tailBuffer{max: 40},
+		exited:      make(chan struct{}),
+		stopping:    make(chan struct{}),
+	}
+	if p.log, err = os.Create(logPath); err != nil {
+		return nil, err
+	}
+	vars := append([]string{
+		"CALIBAN_METRICS_BIND_ADDRESS=" + p.metricsAddr,
+		"CALIBAN_PPROF_BIND_ADDRESS=" + p.pprofAddr,
+	}, env...)
+	p.cmd = exec.Command(bin)
+	p.cmd.Env = operatorEnv(vars...)
+	w := io.MultiWriter(p.log, p.tail)
+	p.cmd.Stdout, p.cmd.Stderr = w, w
+	// The benchmark dying must not leave an operator writing to a cluster
+	// that is being deleted.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p.started = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		_ = p.log.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() {
+		p.exitErr = p.cmd.Wait()
+		_ = p.log.Close()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// operatorEnv is the process environment without operator settings,
+// identity or KUBECONFIG inherited from the caller, plus vars.
+func operatorEnv(vars ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case strings.HasPrefix(name, "CALIBAN_"), strings.HasPrefix(name, "CALIBAND_"),
+			name == "POD_NAME", name == "CONTROLLER_POD_NAME", name == "HOSTNAME", name == "KUBECONFIG":
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, vars...)
+}
+
+// watchExit cancels ctx when the process exits before Stop was called: the
+// run cannot go on without its operator.
+func (p *operatorProcess) watchExit(cancel context.CancelCauseFunc) {
+	go func() {
+		select {
+		case <-p.stopping:
+		case <-p.exited:
+			select {
+			case <-p.stopping:
+			default:
+				cancel(fmt.Errorf("operator %s exited on its own (%v); its last output:\n%s", p.name, p.exitErr, p.tail))
+			}
+		}
+	}()
+}
+
+// Stop sends SIGTERM and waits for the exit, killing the process after
+// stopTimeout. It returns an error when the process had to be killed or
+// exited with a failure.
+func (p *operatorProcess) Stop() error {
+	var err error
+	p.stopOnce.Do(func() {
+		close(p.stopping)
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.exited:
+			if p.exitErr != nil {
+				err = fmt.Errorf("operator %s exited with %v after SIGTERM; its last output:\n%s", p.name, p.exitErr, p.tail)
+			}
+		case <-time.After(stopTimeout):
+			_ = p.cmd.Process.Kill()
+			<-p.exited
+			err = fmt.Errorf("operator %s did not exit within %s of SIGTERM", p.name, stopTimeout)
+		}
+	})
+	return err
+}
+
+// get fetches a path of the metrics server (or, with pprof, of the
+// profiling server).
+func (p *operatorProcess) get(ctx context.Context, addr, path string, timeout time.Duration) (int, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// metrics scrapes the operator's /metrics.
+func (p *operatorProcess) metrics(ctx context.Context) (samples, error) {
+	code, body, err := p.get(ctx, p.metricsAddr, "/metrics", 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("operator %s /metrics: %w", p.name, err)
+	}
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("operator %s /metrics: %d", p.name, code)
+	}
+	return parseMetrics(string(body))
+}
+
+// cpu is the CPU time the process has used, user and system, from
+// /proc/<pid>/stat.
+func (p *operatorProcess) cpu() (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, is in parentheses and may hold spaces:
+	// count the fields after its closing one. utime and stime are fields
+	// 14 and 15, so the 12th and 13th after it.
+	s := string(data)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", p.cmd.Process.Pid, s)
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", p.cmd.Process.Pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// peakRSS is the process's high-water resident set (VmHWM), in MiB.
+func (p *operatorProcess) peakRSS() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/<pid>/status")
+}
+
+// profile saves /debug/pprof/<name> (with query) to path. The pprof
+// endpoint is optional: an operator without it answers 404 or refuses the
+// connection, and the benchmark goes on without the profile.
+func (p *operatorProcess) profile(ctx context.Context, name, query, path string, timeout time.Duration) error {
+	url := "/debug/pprof/" + name
+	if query != "" {
+		url += "?" + query
+	}
+	code, body, err := p.get(ctx, p.pprofAddr, url, timeout)
+	if err != nil {
+		return err
+	}
+	if code != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", url, code)
+	}
+	return os.WriteFile(path, body, 0o644)
+}
+
+// freePort asks the kernel for a free loopback port. Another process could
+// take it before the operator binds it; the operator would then exit
+// naming the address, and the run fails.
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// tailBuffer keeps the last max lines written to it.
+type tailBuffer struct {
+	mu      sync.Mutex
+	max     int
+	lines   []string
+	partial string
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	sc := bufio.NewScanner(strings.NewReader(b.partial + string(p)))
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	b.partial = ""
+	complete := strings.HasSuffix(string(p), "\n")
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	if !complete && len(lines) > 0 {
+		b.partial = lines[len(lines)-1]
+		lines = lines[:len(lines)-1]
+	}
+	b.lines = append(b.lines, lines...)
+	if len(b.lines) > b.max {
+		b.lines = b.lines[len(b.lines)-b.max:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Join(append(append([]string{}, b.lines...), b.partial), "\n")
+}

@@ -1,0 +1,84 @@
+// Command bench is `make bench`: it measures the operator on a fresh
+// kwokctl cluster of the test bed and writes the report, a plot and the
+// operator's profiles to test/bench/results/ (see package harness for what
+// is measured). It exits non-zero only when something broke, never because
+// of a number.
+//
+// Environment:
+//
+//	BENCH_N                tasks in the burst (default 1000)
+//	BENCH_PACED            tasks of the paced phase, at 50/s (default 300)
+//	BENCH_RESULTS_DIR      where the results go (default test/bench/results)
+//	BENCH_OPERATOR_BINARY  the operator to run (default bin/caliban-operator,
+//	                       which `make bench` builds)
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"syscall"
+
+	"github.com/caliban-ai/caliban-operator/test/bench/harness"
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return err
+	}
+	cfg := harness.Config{
+		OperatorBinary: filepath.Join(root, "bin", "caliban-operator"),
+		ResultsDir:     filepath.Join(root, "test", "bench", "results"),
+	}
+	if cfg.N, err = intEnv("BENCH_N"); err != nil {
+		return err
+	}
+	if cfg.Paced, err = intEnv("BENCH_PACED"); err != nil {
+		return err
+	}
+	if v := os.Getenv("BENCH_RESULTS_DIR"); v != "" {
+		cfg.ResultsDir = v
+	}
+	if v := os.Getenv("BENCH_OPERATOR_BINARY"); v != "" {
+		cfg.OperatorBinary = v
+	}
+
+	// An interrupted run still stops its operator and deletes its cluster.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := harness.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Println(res.Markdown)
+	fmt.Fprintf(os.Stderr, "wrote %s, %s and %s\n", res.Report, res.Plot, res.Latest)
+	for _, p := range res.Profiles {
+		fmt.Fprintf(os.Stderr, "profile %s (go tool pprof -top %s)\n", p, p)
+	}
+	return nil
+}
+
+// intEnv reads a positive integer; unset or empty means 0, the default.
+func intEnv(name string) (int, error) {
+	v := os.Getenv(name)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s %q is not a positive integer", name, v)
+	}
+	return n, nil
+}

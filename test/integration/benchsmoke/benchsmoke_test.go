@@ -1,0 +1,92 @@
+// Package benchsmoke runs the benchmark harness of `make bench` end to end
+// at a tiny size, so that `make test-integration` catches a harness that no
+// longer runs: a broken phase, a metric the report can no longer find, a
+// plot that is not written. It checks that every figure is there, never
+// what it is.
+package benchsmoke
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/caliban-ai/caliban-operator/test/bench/harness"
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "caliban-operator")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/caliban-operator")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/caliban-operator: %v\n%s", err, out)
+	}
+
+	dir := t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	res, err := harness.Run(ctx, harness.Config{
+		N:                  20,
+		Paced:              20,
+		CeilingDuration:    time.Second,
+		CeilingConcurrency: 8,
+		ResyncSeconds:      3,
+		CPUProfile:         2 * time.Second,
+		RunningTimeout:     2 * time.Minute,
+		OperatorBinary:     bin,
+		ResultsDir:         dir,
+		Log:                testWriter{t},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rows := 0
+	for line := range strings.Lines(res.Table) {
+		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
+		if len(cells) != 4 || strings.HasPrefix(strings.TrimSpace(cells[0]), "---") || strings.TrimSpace(cells[0]) == "Phase" {
+			continue
+		}
+		rows++
+		if _, err := strconv.ParseFloat(strings.TrimSpace(cells[2]), 64); err != nil {
+			t.Errorf("row %q has no number: %v", line, err)
+		}
+	}
+	if rows < 30 {
+		t.Errorf("the table has %d rows, want every figure:\n%s", rows, res.Table)
+	}
+	for _, want := range []string{"write-bound task limit", "Sandbox Ready → Running p99", "operator API writes per task", "start → caches synced"} {
+		if !strings.Contains(res.Table, want) {
+			t.Errorf("the table has no %q row", want)
+		}
+	}
+	for _, f := range append([]string{res.Report, res.Latest, res.Plot}, res.Profiles...) {
+		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
+			t.Errorf("%s was not written (%v)", f, err)
+		}
+	}
+	if png, err := os.ReadFile(res.Plot); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
+		t.Errorf("%s is not a PNG (%v)", res.Plot, err)
+	}
+	if len(res.Profiles) != 3 {
+		t.Errorf("profiles %v, want two CPU profiles and a heap profile from the operator's pprof endpoint", res.Profiles)
+	}
+	t.Logf("report:\n%s", res.Markdown)
+}
+
+// testWriter sends the harness's progress lines to the test log.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
