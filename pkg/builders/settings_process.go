@@ -60,7 +60,7 @@ func DefaultProcessSettings() ProcessSettings {
 		LeaseGrace:         5 * time.Second,
 		PodName:            defaultPodName,
 		MetricsBindAddress: ":8080",
-		Workers:            4,
+		Workers:            16,
 		KubeAPIQPS:         NoClientRateLimit,
 		KubeAPIBurst:       100,
 		LogVerbosity:       0,

@@ -10,9 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
@@ -20,121 +22,119 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
-// AnnotationAppliedHash records a hash of the Sandbox the operator last
-// applied. Together with a check that every field it applies still has the
-// applied value, it lets a steady-state sync skip the apply, and still
-// notices a field the operator stopped setting (which a subset check alone
-// cannot see).
+// AnnotationAppliedHash records, on every child, a hash of what the operator
+// last applied to it. Together with a check that every value it applies is
+// still in place (holds), it lets a steady-state sync skip the apply, and
+// still notices a field the operator stopped setting, which a containment
+// check alone cannot see.
 const AnnotationAppliedHash = "caliban.caliban-ai.dev/applied-hash"
 
 var sandboxGVR = sandboxv1beta1.SchemeGroupVersion.WithResource(builders.SandboxResource)
 
 var applyOptions = metav1.ApplyOptions{FieldManager: builders.FieldManager, Force: true}
 
-// serviceAccountUpToDate reports whether the fields the operator owns on the
-// live ServiceAccount are exactly the desired ones.
-func serviceAccountUpToDate(live *corev1.ServiceAccount, desired *corev1ac.ServiceAccountApplyConfiguration) bool {
-	if live == nil {
-		return false
+// appliedHash is the applied-hash annotation's value for a desired object,
+// taken before the annotation is added.
+func appliedHash(desired any) (string, []byte, error) {
+	body, err := json.Marshal(desired)
+	if err != nil {
+		return "", nil, err
 	}
-	owned, err := corev1ac.ExtractServiceAccount(live, builders.FieldManager)
-	return err == nil && apiequality.Semantic.DeepEqual(owned, desired)
+	sum := sha256.Sum256(body)
+	return hex.EncodeToString(sum[:16]), body, nil
 }
 
-// networkPolicyUpToDate is serviceAccountUpToDate for the NetworkPolicy.
-func networkPolicyUpToDate(live *networkingv1.NetworkPolicy, desired *networkingv1ac.NetworkPolicyApplyConfiguration) bool {
-	if live == nil {
-		return false
+// upToDate reports whether a cached child carries the desired one: the same
+// applied hash, and every value desired sets. Fields others set
+// (agent-sandbox's status, another manager's annotation) do not matter.
+func upToDate(live metav1.Object, liveObj, desired any, hash string) bool {
+	return live != nil && !reflect.ValueOf(live).IsNil() &&
+		live.GetAnnotations()[AnnotationAppliedHash] == hash && holds(liveObj, desired)
+}
+
+// stampedServiceAccount is the desired ServiceAccount with its applied hash,
+// and the same object typed, for comparison with the cache.
+func stampedServiceAccount(sa *corev1ac.ServiceAccountApplyConfiguration) (*corev1.ServiceAccount, string, error) {
+	want := &corev1.ServiceAccount{}
+	hash, err := stamp(sa, want)
+	sa.WithAnnotations(map[string]string{AnnotationAppliedHash: hash})
+	return want, hash, err
+}
+
+// stampedNetworkPolicy is stampedServiceAccount for the NetworkPolicy.
+func stampedNetworkPolicy(np *networkingv1ac.NetworkPolicyApplyConfiguration) (*networkingv1.NetworkPolicy, string, error) {
+	want := &networkingv1.NetworkPolicy{}
+	hash, err := stamp(np, want)
+	np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash})
+	return want, hash, err
+}
+
+// stamp hashes an apply configuration and decodes it into typed, which then
+// carries the hash annotation too.
+func stamp(ac any, typed metav1.Object) (string, error) {
+	hash, body, err := appliedHash(ac)
+	if err != nil {
+		return "", err
 	}
-	owned, err := networkingv1ac.ExtractNetworkPolicy(live, builders.FieldManager)
-	return err == nil && apiequality.Semantic.DeepEqual(owned, desired)
+	if err := json.Unmarshal(body, typed); err != nil {
+		return "", err
+	}
+	// The cache's objects carry no type meta (protobuf lists leave it
+	// empty), so the comparison must not ask for it.
+	if o, ok := typed.(runtime.Object); ok {
+		o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+	}
+	typed.SetAnnotations(withHash(typed.GetAnnotations(), hash))
+	return hash, nil
 }
 
 // stampSandbox adds the applied-hash annotation to the desired Sandbox.
-func stampSandbox(desired *unstructured.Unstructured) error {
-	body, err := json.Marshal(desired.Object)
+func stampSandbox(desired *sandboxv1beta1.Sandbox) (string, error) {
+	hash, _, err := appliedHash(desired)
 	if err != nil {
-		return fmt.Errorf("hashing Sandbox %s: %w", desired.GetName(), err)
+		return "", fmt.Errorf("hashing Sandbox %s: %w", desired.Name, err)
 	}
-	sum := sha256.Sum256(body)
-	ann := desired.GetAnnotations()
+	desired.Annotations = withHash(desired.Annotations, hash)
+	return hash, nil
+}
+
+func withHash(ann map[string]string, hash string) map[string]string {
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[AnnotationAppliedHash] = hex.EncodeToString(sum[:16])
-	desired.SetAnnotations(ann)
-	return nil
+	ann[AnnotationAppliedHash] = hash
+	return ann
 }
 
-// sandboxUpToDate reports whether the live Sandbox carries the desired
-// (stamped) one: the same applied hash, and every desired field with its
-// desired value. Fields others set (agent-sandbox's status, another
-// manager's annotation) do not matter.
-func sandboxUpToDate(live, desired *unstructured.Unstructured) bool {
-	if live == nil {
-		return false
+// sandboxView is the Sandbox informer's transform: the cache keeps the typed
+// view of each Sandbox (what the operator applies and the status it reads)
+// instead of the unstructured object with its managedFields, a fraction of
+// the memory, read with no conversion at every sync. An object that does not
+// fit the view keeps only its metadata: the sync then applies the desired
+// Sandbox again, which is what a foreign change to its fields calls for.
+func sandboxView(obj any) (any, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
 	}
-	if live.GetAnnotations()[AnnotationAppliedHash] != desired.GetAnnotations()[AnnotationAppliedHash] {
-		return false
+	sb, err := builders.SandboxFromUnstructured(u)
+	if err != nil {
+		utilruntime.HandleError(err)
+		sb = &sandboxv1beta1.Sandbox{}
+		sb.SetGroupVersionKind(u.GroupVersionKind())
+		sb.Name, sb.Namespace, sb.UID, sb.ResourceVersion, sb.Generation = u.GetName(), u.GetNamespace(), u.GetUID(), u.GetResourceVersion(), u.GetGeneration()
+		sb.Labels, sb.Annotations, sb.OwnerReferences, sb.DeletionTimestamp = u.GetLabels(), u.GetAnnotations(), u.GetOwnerReferences(), u.GetDeletionTimestamp()
 	}
-	return contains(live.Object, desired.Object)
-}
-
-// contains reports whether want is contained in got: maps by key (got may
-// have more), lists element by element (same length), scalars equal.
-func contains(got, want any) bool {
-	switch w := want.(type) {
-	case map[string]any:
-		g, ok := got.(map[string]any)
-		if !ok {
-			return false
-		}
-		for k, wv := range w {
-			gv, ok := g[k]
-			if !ok || !contains(gv, wv) {
-				return false
-			}
-		}
-		return true
-	case []any:
-		g, ok := got.([]any)
-		if !ok || len(g) != len(w) {
-			return false
-		}
-		for i := range w {
-			if !contains(g[i], w[i]) {
-				return false
-			}
-		}
-		return true
-	default:
-		gn, gok := number(got)
-		wn, wok := number(want)
-		if gok && wok {
-			return gn == wn
-		}
-		return reflect.DeepEqual(got, want)
-	}
-}
-
-// number reads the numeric types unstructured content can hold, from the
-// decoder (int64, float64) or from a typed conversion (int, int32).
-func number(v any) (float64, bool) {
-	switch n := v.(type) {
-	case int:
-		return float64(n), true
-	case int32:
-		return float64(n), true
-	case int64:
-		return float64(n), true
-	case float64:
-		return n, true
-	}
-	return 0, false
+	sb.ManagedFields = nil
+	return sb, nil
 }
 
 // applySandbox is the Sandbox write through the dynamic client.
-func (c *TaskController) applySandbox(ctx context.Context, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return c.dynamic.Resource(sandboxGVR).Namespace(desired.GetNamespace()).
-		Apply(ctx, desired.GetName(), desired, applyOptions)
+func (c *TaskController) applySandbox(ctx context.Context, desired *sandboxv1beta1.Sandbox) error {
+	u, err := builders.SandboxToUnstructured(desired)
+	if err != nil {
+		return err
+	}
+	_, err = c.dynamic.Resource(sandboxGVR).Namespace(desired.Namespace).Apply(ctx, desired.Name, u, applyOptions)
+	return err
 }

@@ -73,13 +73,13 @@ func (o *Operator) Run(ctx context.Context) error {
 	calibanFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Caliban, s.ResyncPeriod,
 		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTransform(dropManagedFields))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
-		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
+		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly), informers.WithTransform(dropManagedFields))
 	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Clients.Dynamic, s.ResyncPeriod, s.WatchNamespace, ownedOnly)
 
 	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
 	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
 	sandboxes := dynFactory.ForResource(sandboxGVR)
-	if err := sandboxes.Informer().SetTransform(dropManagedFields); err != nil {
+	if err := sandboxes.Informer().SetTransform(sandboxView); err != nil {
 		return err
 	}
 	// The Sandbox informer starts only once agent-sandbox's API is served:
@@ -146,10 +146,8 @@ func (o *Operator) Run(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// dropManagedFields keeps managedFields out of the caches that never read
-// them: tasks, Workspaces and Sandboxes (ServiceAccounts and
-// NetworkPolicies keep theirs, from which the operator extracts what it
-// owns). Server-side apply makes them a large part of each object.
+// dropManagedFields keeps managedFields out of the caches: no sync reads
+// them, and server-side apply makes them a large part of each object.
 func dropManagedFields(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)

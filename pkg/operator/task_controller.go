@@ -9,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -62,11 +61,13 @@ type TaskController struct {
 	workspaces      calibanlisters.WorkspaceLister
 	serviceAccounts corelisters.ServiceAccountLister
 	networkPolicies networkinglisters.NetworkPolicyLister
-	sandboxes       cache.GenericLister
-	sandboxAPI      SandboxAPI
-	settings        builders.AgentSettings
-	recorder        Recorder
-	clock           clock.PassiveClock
+	// sandboxes is the Sandbox informer's store of views (sandboxView);
+	// the dynamic lister would insist on unstructured objects.
+	sandboxes  cache.Indexer
+	sandboxAPI SandboxAPI
+	settings   builders.AgentSettings
+	recorder   Recorder
+	clock      clock.PassiveClock
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -99,7 +100,7 @@ func NewTaskController(
 		workspaces:      workspaces.Lister(),
 		serviceAccounts: serviceAccounts.Lister(),
 		networkPolicies: networkPolicies.Lister(),
-		sandboxes:       sandboxes.Lister(),
+		sandboxes:       sandboxes.Informer().GetIndexer(),
 		sandboxAPI:      sandboxAPI,
 		settings:        settings,
 		recorder:        recorder,
@@ -301,7 +302,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	if failure != nil || pin == nil {
 		// Nothing is applied for a failed task, but a Sandbox it already has
 		// is still its Sandbox.
-		in.Sandbox = c.observedSandbox(task)
+		in.Sandbox = c.liveSandbox(task)
 		_, err := c.writeStatus(ctx, task, in)
 		return after, err
 	}
@@ -370,6 +371,11 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 			msg = newReady.Message
 		}
 		logger.Info("CalibanTask phase changed", "from", task.Status.Phase, "to", desired.Phase, "message", msg)
+	}
+	// A task's first phase is not a move: the Event would cost a request
+	// per task in a burst and say nothing the status does not (a first
+	// phase that is a failure has its Warning Event below).
+	if task.Status.Phase != "" && task.Status.Phase != desired.Phase {
 		c.recorder.Event(task, corev1.EventTypeNormal, EventPhaseChanged, "Reconcile", phaseNote(string(task.Status.Phase), string(desired.Phase), ""))
 	}
 	// The admitted posture is recorded in the write that pins the task (or
@@ -408,11 +414,15 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	logger := klog.FromContext(ctx)
 
 	sa := builders.BuildServiceAccount(task)
+	wantSA, hash, err := stampedServiceAccount(sa)
+	if err != nil {
+		return nil, false, fmt.Errorf("rendering ServiceAccount %s: %w", *sa.Name, err)
+	}
 	live, err := c.serviceAccounts.ServiceAccounts(task.Namespace).Get(*sa.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, false, err
 	}
-	if !serviceAccountUpToDate(live, sa) {
+	if !upToDate(live, live, wantSA, hash) {
 		logger.V(4).Info("Applying ServiceAccount", "name", *sa.Name)
 		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, sa, applyOptions); err != nil {
 			return nil, false, fmt.Errorf("applying ServiceAccount %s: %w", *sa.Name, err)
@@ -420,11 +430,15 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	}
 
 	np := builders.BuildNetworkPolicy(task, pin, c.settings)
+	wantNP, hash, err := stampedNetworkPolicy(np)
+	if err != nil {
+		return nil, false, fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
+	}
 	liveNP, err := c.networkPolicies.NetworkPolicies(task.Namespace).Get(*np.Name)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, false, err
 	}
-	if !networkPolicyUpToDate(liveNP, np) {
+	if !upToDate(liveNP, liveNP, wantNP, hash) {
 		logger.V(4).Info("Applying NetworkPolicy", "name", *np.Name)
 		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, np, applyOptions); err != nil {
 			return nil, false, fmt.Errorf("applying NetworkPolicy %s: %w", *np.Name, err)
@@ -434,26 +448,30 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	if !c.sandboxAPI.Served() {
 		return nil, true, nil
 	}
-	desired, err := builders.SandboxToUnstructured(builders.BuildSandbox(task, pin, c.settings))
+	desired := builders.BuildSandbox(task, pin, c.settings)
+	hash, err = stampSandbox(desired)
 	if err != nil {
 		return nil, false, err
 	}
-	if err := stampSandbox(desired); err != nil {
-		return nil, false, err
-	}
 	current := c.liveSandbox(task)
-	if !sandboxUpToDate(current, desired) {
-		logger.V(4).Info("Applying Sandbox", "name", desired.GetName())
-		current, err = c.applySandbox(ctx, desired)
-		if apierrors.IsNotFound(err) {
-			return nil, true, nil
-		}
-		if err != nil {
-			return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.GetName(), err)
-		}
+	if upToDate(current, current, desired, hash) {
+		return current, false, nil
 	}
-	sandbox, err = builders.SandboxFromUnstructured(current)
-	return sandbox, false, err
+	logger.V(4).Info("Applying Sandbox", "name", desired.Name)
+	err = c.applySandbox(ctx, desired)
+	if apierrors.IsNotFound(err) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.Name, err)
+	}
+	// The apply changed the spec, never the status agent-sandbox writes:
+	// the task reads the status it had (none for a new Sandbox), and the
+	// informer brings whatever comes next.
+	if current == nil {
+		current = &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}
+	}
+	return current, false, nil
 }
 
 // enqueueAll wakes every task, e.g. once agent-sandbox's API appeared.
@@ -464,26 +482,16 @@ func (c *TaskController) enqueueAll() {
 }
 
 // liveSandbox is the task's Sandbox from the cache, or nil.
-func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *unstructured.Unstructured {
-	obj, err := c.sandboxes.ByNamespace(task.Namespace).Get(builders.SandboxName(task.Name))
-	if err != nil {
+func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+	obj, exists, err := c.sandboxes.GetByKey(task.Namespace + "/" + builders.SandboxName(task.Name))
+	if err != nil || !exists {
 		return nil
 	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok || !metav1.IsControlledBy(u, task) {
-		return nil
-	}
-	return u
-}
-
-// observedSandbox is liveSandbox read through the view type, or nil.
-func (c *TaskController) observedSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
-	u := c.liveSandbox(task)
-	if u == nil {
-		return nil
-	}
-	sb, err := builders.SandboxFromUnstructured(u)
-	if err != nil {
+	// The informer's transform made it a view; a cache filled without it
+	// (a test's) holds the unstructured object.
+	view, _ := sandboxView(obj)
+	sb, ok := view.(*sandboxv1beta1.Sandbox)
+	if !ok || !metav1.IsControlledBy(sb, task) {
 		return nil
 	}
 	return sb

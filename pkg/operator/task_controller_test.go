@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -58,13 +60,12 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 	}{
 		"a task whose workspace is missing fails and waits 30s": {
 			task: task(), after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonWorkspaceUnresolved,
-			events: []string{EventPhaseChanged, builders.ReasonWorkspaceUnresolved},
+			events: []string{builders.ReasonWorkspaceUnresolved},
 		},
 		"a task whose workspace is Pending is marked Pending once and waits 10s": {
 			task:    task(),
 			objects: []any{workspace(func(ws *calibanv1alpha1.Workspace) { ws.Status = calibanv1alpha1.WorkspaceStatus{} })},
 			after:   10 * time.Second, phase: calibanv1alpha1.TaskPending,
-			events: []string{EventPhaseChanged},
 		},
 		"a task that already has a status writes nothing while its workspace is Pending": {
 			task: task(func(t *calibanv1alpha1.CalibanTask) {
@@ -79,17 +80,16 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			}),
 			objects: []any{workspace()},
 			after:   30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPostureNotPermitted,
-			events: []string{EventPhaseChanged, builders.ReasonPostureNotPermitted},
+			events: []string{builders.ReasonPostureNotPermitted},
 		},
 		"an admitted task is pinned, applies its children and is Provisioning, in one status write": {
 			task: task(), objects: []any{workspace()},
 			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
-			events: []string{EventPhaseChanged},
 		},
 		"without agent-sandbox's API an admitted task is pinned in one write and waits in Provisioning": {
 			task: task(), objects: []any{workspace()}, apiMissing: true,
 			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxAPIUnavailable,
-			events: []string{EventPhaseChanged, EventSandboxAPIUnavailable},
+			events: []string{EventSandboxAPIUnavailable},
 		},
 		"an unattended admission is announced even when the state check fails": {
 			task: task(func(t *calibanv1alpha1.CalibanTask) {
@@ -100,7 +100,7 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
 			})},
 			after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonInvalidState,
-			events: []string{EventPhaseChanged, EventUnattendedAdmitted, builders.ReasonInvalidState},
+			events: []string{EventUnattendedAdmitted, builders.ReasonInvalidState},
 		},
 		"an unattended admission is announced": {
 			task: task(func(t *calibanv1alpha1.CalibanTask) {
@@ -110,7 +110,7 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
 			})},
 			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
-			events: []string{EventPhaseChanged, EventUnattendedAdmitted},
+			events: []string{EventUnattendedAdmitted},
 		},
 		"a missing state token secret fails the pinned task without applying children": {
 			task: task(func(t *calibanv1alpha1.CalibanTask) {
@@ -118,7 +118,7 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			}),
 			objects: []any{workspace()},
 			after:   30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonInvalidState,
-			events: []string{EventPhaseChanged, builders.ReasonInvalidState},
+			events: []string{builders.ReasonInvalidState},
 		},
 	}
 	for name, tc := range tests {
@@ -205,6 +205,10 @@ func TestASteadyStateSyncWritesNothing(t *testing.T) {
 	}
 	if applies[0].CalibandEndpoint != "fix-bug-sbx.team.svc.cluster.local:8443" {
 		t.Errorf("endpoint %q", applies[0].CalibandEndpoint)
+	}
+	want := []recordedEvent{{corev1.EventTypeNormal, EventPhaseChanged, "Provisioning → Running"}}
+	if diff := cmp.Diff(want, f.events.events, cmp.AllowUnexported(recordedEvent{})); diff != "" {
+		t.Errorf("pass 2 Events (-want +got):\n%s", diff)
 	}
 	f.feedBack(c, tk)
 
@@ -340,4 +344,88 @@ func TestAStaleCacheNeverPinsTwice(t *testing.T) {
 	if len(f.events.events) != 0 {
 		t.Errorf("events %v, want none for a refused pin", f.events.events)
 	}
+}
+
+func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
+	tests := map[string]struct {
+		change func(f *fixture, c *TaskController, tk *calibanv1alpha1.CalibanTask)
+		want   []string
+	}{
+		"nothing changed": {
+			change: func(*fixture, *TaskController, *calibanv1alpha1.CalibanTask) {},
+		},
+		"someone let the ServiceAccount mount a token": {
+			change: func(f *fixture, _ *TaskController, tk *calibanv1alpha1.CalibanTask) {
+				sa := f.cachedServiceAccount(tk)
+				sa.AutomountServiceAccountToken = new(true)
+				f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
+			},
+			want: []string{"patch serviceaccounts fix-bug-sa"},
+		},
+		"the ServiceAccount was applied by an operator that set something else": {
+			change: func(f *fixture, _ *TaskController, tk *calibanv1alpha1.CalibanTask) {
+				sa := f.cachedServiceAccount(tk)
+				sa.Annotations[AnnotationAppliedHash] = "older"
+				f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
+			},
+			want: []string{"patch serviceaccounts fix-bug-sa"},
+		},
+		"someone opened the NetworkPolicy to all egress": {
+			change: func(f *fixture, _ *TaskController, tk *calibanv1alpha1.CalibanTask) {
+				np, err := f.kubeInformers.Networking().V1().NetworkPolicies().Lister().NetworkPolicies(tk.Namespace).Get(builders.NetworkPolicyName(tk.Name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				np = np.DeepCopy()
+				np.Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+				f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+			},
+			want: []string{"patch networkpolicies fix-bug-netpol"},
+		},
+		"someone changed the caliband image in the Sandbox": {
+			change: func(f *fixture, c *TaskController, tk *calibanv1alpha1.CalibanTask) {
+				sb := c.liveSandbox(tk).DeepCopy()
+				sb.Spec.PodTemplate.Spec.Containers[0].Image = "evil:latest"
+				f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
+			},
+			want: []string{"patch sandboxes fix-bug-sbx"},
+		},
+		"another controller labelled the Sandbox and set its status": {
+			change: func(f *fixture, c *TaskController, tk *calibanv1alpha1.CalibanTask) {
+				sb := c.liveSandbox(tk).DeepCopy()
+				sb.Labels["team"] = "a"
+				sb.Status.Selector = "x=y"
+				f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
+			},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			tk := task()
+			f.seed(tk, workspace(), secret("key", "api-key"))
+			c := f.taskController()
+			if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+				t.Fatal(err)
+			}
+			f.feedBack(c, tk)
+			tc.change(f, c, tk)
+			f.resetActions()
+			if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, f.writes()); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func (f *fixture) cachedServiceAccount(tk *calibanv1alpha1.CalibanTask) *corev1.ServiceAccount {
+	f.t.Helper()
+	sa, err := f.kubeInformers.Core().V1().ServiceAccounts().Lister().ServiceAccounts(tk.Namespace).Get(builders.ServiceAccountName(tk.Name))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return sa.DeepCopy()
 }

@@ -5,9 +5,9 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
@@ -67,9 +67,9 @@ func childUpdateMatters(old, new any) bool {
 	case *corev1.ServiceAccount:
 		o, ok := old.(*corev1.ServiceAccount)
 		return !ok || !apiequality.Semantic.DeepEqual(o.AutomountServiceAccountToken, n.AutomountServiceAccountToken)
-	case *unstructured.Unstructured:
-		o, ok := old.(*unstructured.Unstructured)
-		return !ok || !apiequality.Semantic.DeepEqual(o.Object["status"], n.Object["status"])
+	case *sandboxv1beta1.Sandbox:
+		o, ok := old.(*sandboxv1beta1.Sandbox)
+		return !ok || !apiequality.Semantic.DeepEqual(o.Status, n.Status)
 	}
 	return false
 }

@@ -74,7 +74,8 @@ func TestTaskUpdateMatters(t *testing.T) {
 }
 
 func TestChildUpdateMatters(t *testing.T) {
-	sandbox := func(rv string, mods ...func(*unstructured.Unstructured)) *unstructured.Unstructured {
+	// A Sandbox as the informer hands it over: through its transform.
+	sandbox := func(rv string, mods ...func(*unstructured.Unstructured)) any {
 		u := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
 			"metadata": map[string]any{"name": "t-sbx", "namespace": "team", "resourceVersion": rv, "generation": int64(1)},
@@ -83,7 +84,11 @@ func TestChildUpdateMatters(t *testing.T) {
 		for _, m := range mods {
 			m(u)
 		}
-		return u
+		view, err := sandboxView(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return view
 	}
 	ready := func(u *unstructured.Unstructured) {
 		u.Object["status"] = map[string]any{"serviceFQDN": "t-sbx.team.svc", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
