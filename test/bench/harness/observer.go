@@ -26,6 +26,9 @@ type observer struct {
 	mu      sync.Mutex
 	running map[string]time.Time
 	ready   map[string]time.Time
+	// created is when each Sandbox was first seen at all: the end of the
+	// operator's first sync of its task, the start of the stand-in's work.
+	created map[string]time.Time
 	// failed holds tasks seen Failed, with their message: a task that
 	// fails will never run, and the wait says why at once.
 	failed map[string]string
@@ -33,7 +36,7 @@ type observer struct {
 
 // observe starts both watches and returns once both are established.
 func (b *bench) observe(ctx context.Context, ns string) (*observer, error) {
-	o := &observer{running: map[string]time.Time{}, ready: map[string]time.Time{}, failed: map[string]string{}}
+	o := &observer{running: map[string]time.Time{}, ready: map[string]time.Time{}, created: map[string]time.Time{}, failed: map[string]string{}}
 
 	tasks := b.caliban.CalibanV1alpha1().CalibanTasks(ns)
 	list, err := tasks.List(ctx, metav1.ListOptions{Limit: 1})
@@ -93,11 +96,14 @@ func (b *bench) observe(ctx context.Context, ns string) (*observer, error) {
 		for ev := range sw.ResultChan() {
 			now := time.Now()
 			u, ok := ev.Object.(*unstructured.Unstructured)
-			if !ok || !sandboxReady(u) {
+			if !ok {
 				continue
 			}
 			o.mu.Lock()
-			if _, seen := o.ready[u.GetName()]; !seen {
+			if _, seen := o.created[u.GetName()]; !seen {
+				o.created[u.GetName()] = now
+			}
+			if _, seen := o.ready[u.GetName()]; !seen && sandboxReady(u) {
 				o.ready[u.GetName()] = now
 			}
 			o.mu.Unlock()
@@ -189,4 +195,23 @@ func (o *observer) readyToRunning(names []string) []time.Duration {
 		}
 	}
 	return out
+}
+
+// sandboxTimes is, for each named task whose Sandbox was seen, the time
+// from the task's create to its Sandbox first seen, and from that to the
+// Sandbox seen Ready: the operator's first sync, then the stand-in's work.
+func (o *observer) sandboxTimes(names []string, sent []time.Time) (toCreated, toReady []time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for i, n := range names {
+		created, ok := o.created[builders.SandboxName(n)]
+		if !ok || sent[i].IsZero() {
+			continue
+		}
+		toCreated = append(toCreated, created.Sub(sent[i]))
+		if ready, ok := o.ready[builders.SandboxName(n)]; ok {
+			toReady = append(toReady, ready.Sub(created))
+		}
+	}
+	return toCreated, toReady
 }

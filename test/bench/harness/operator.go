@@ -3,7 +3,6 @@ package harness
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -175,10 +174,13 @@ func (p *operatorProcess) metrics(ctx context.Context) (samples, error) {
 	return parseMetrics(string(body))
 }
 
-// cpu is the CPU time the process has used, user and system, from
+// cpu is the CPU time the process has used, user and system.
+func (p *operatorProcess) cpu() (time.Duration, error) { return processCPU(p.cmd.Process.Pid) }
+
+// processCPU is a process's CPU time, user and system, from
 // /proc/<pid>/stat.
-func (p *operatorProcess) cpu() (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+func processCPU(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -188,13 +190,13 @@ func (p *operatorProcess) cpu() (time.Duration, error) {
 	s := string(data)
 	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %q", p.cmd.Process.Pid, s)
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, s)
 	}
 	var ticks int64
 	for _, f := range fields[11:13] {
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("/proc/%d/stat: %w", p.cmd.Process.Pid, err)
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 		}
 		ticks += n
 	}
@@ -202,21 +204,27 @@ func (p *operatorProcess) cpu() (time.Duration, error) {
 }
 
 // peakRSS is the process's high-water resident set (VmHWM), in MiB.
-func (p *operatorProcess) peakRSS() (float64, error) {
+func (p *operatorProcess) peakRSS() (float64, error) { return p.status("VmHWM") }
+
+// rss is the process's resident set now (VmRSS), in MiB.
+func (p *operatorProcess) rss() (float64, error) { return p.status("VmRSS") }
+
+// status reads a size in kB from /proc/<pid>/status, in MiB.
+func (p *operatorProcess) status(field string) (float64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(data)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
 			if err != nil {
-				return 0, fmt.Errorf("VmHWM %q: %w", rest, err)
+				return 0, fmt.Errorf("%s %q: %w", field, rest, err)
 			}
 			return kb / 1024, nil
 		}
 	}
-	return 0, errors.New("no VmHWM in /proc/<pid>/status")
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
 }
 
 // profile saves /debug/pprof/<name> (with query) to path. The pprof

@@ -46,10 +46,16 @@ type phaseResult struct {
 	names          []string
 	sent, running  []time.Time
 	readyToRunning []time.Duration
-	createsTook    time.Duration
-	before, after  snapshot
-	apf            totals
-	peakRSS        float64
+	// toSandbox is create → Sandbox first seen (the operator's first
+	// sync, with its queue wait); sandboxToReady is Sandbox first seen →
+	// Ready (the stand-in for agent-sandbox, not the operator).
+	toSandbox, sandboxToReady []time.Duration
+	createsTook               time.Duration
+	before, after             snapshot
+	apf                       totals
+	// idleRSS is the operator's resident set before the burst: the
+	// binary's pages and an empty cache.
+	peakRSS, idleRSS float64
 }
 
 func (p phaseResult) createToRunning() []time.Duration {
@@ -128,11 +134,20 @@ func (r *Result) rows() []row {
 		{burst, "operator API reads per task (apiserver)", bu.apf.reads / n, "reads"},
 		{burst, "calibantask syncs per task", bu.opDelta("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"}) / n, "syncs"},
 		{burst, "operator CPU per task", ms(bu.after.cpu-bu.before.cpu) / n, "ms"},
+		{burst, "operator RSS before the burst (VmRSS)", bu.idleRSS, "MiB"},
 		{burst, "operator peak RSS (VmHWM)", bu.peakRSS, "MiB"},
 		{burst, "create → Running p50", percentile(bu.createToRunning(), 50), "ms"},
 		{burst, "create → Running p99", percentile(bu.createToRunning(), 99), "ms"},
+		{burst, "create → Sandbox created p50 (operator)", percentile(bu.toSandbox, 50), "ms"},
+		{burst, "create → Sandbox created p99 (operator)", percentile(bu.toSandbox, 99), "ms"},
+		{burst, "Sandbox created → Ready p50 (kwok stand-in)", percentile(bu.sandboxToReady, 50), "ms"},
+		{burst, "Sandbox created → Ready p99 (kwok stand-in)", percentile(bu.sandboxToReady, 99), "ms"},
 		{burst, "Sandbox Ready → Running p50", percentile(bu.readyToRunning, 50), "ms"},
 		{burst, "Sandbox Ready → Running p99", percentile(bu.readyToRunning, 99), "ms"},
+		{paced, "create → Sandbox created p50 (operator)", percentile(pa.toSandbox, 50), "ms"},
+		{paced, "create → Sandbox created p99 (operator)", percentile(pa.toSandbox, 99), "ms"},
+		{paced, "Sandbox created → Ready p50 (kwok stand-in)", percentile(pa.sandboxToReady, 50), "ms"},
+		{paced, "Sandbox created → Ready p99 (kwok stand-in)", percentile(pa.sandboxToReady, 99), "ms"},
 		{paced, "Sandbox Ready → Running p50", percentile(pa.readyToRunning, 50), "ms"},
 		{paced, "Sandbox Ready → Running p99", percentile(pa.readyToRunning, 99), "ms"},
 		{paced, "create → Running p50", percentile(pa.createToRunning(), 50), "ms"},
@@ -256,6 +271,7 @@ func (r *Result) method() string {
 - **Requests and writes per task**: FlowSchemas whose subject is the operator's ServiceAccount (one per verb and resource its RBAC grants, then one catch-all for write verbs and one for read verbs and non-resource URLs) route its requests to a priority level of their own; the apiserver counts them in apiserver_flowcontrol_dispatched_requests_total by flow_schema. The difference between scrapes before the first create and after every task is Running and the operator has run no sync and sent no request but lease renewals for %s, divided by N. Writes are create, update, patch, delete, deletecollection; reads are get, list, watch.
 - **Syncs per task**: caliban_controller_syncs_total{controller="calibantask"} from the operator's /metrics over the same interval, divided by N.
 - **CPU and memory**: utime+stime of /proc/<pid>/stat (clock ticks of 10 ms) over the same interval, divided by N; peak RSS is VmHWM of /proc/<pid>/status after the burst.
+- **The machine's CPU**: /proc/stat (busy = all but idle and iowait) and every process's utime+stime grouped by command name, read at the same two moments as the burst's other figures (so the interval includes the quiet time the operator needs to be seen settled). The bench process itself (client, watches, scrapes) is "bench".
 - **Latencies**: one watch on CalibanTasks and one on Sandboxes, opened before the burst, record the first moment each task is seen Running and each Sandbox is seen Ready=True; create → Running starts when the create request is sent. Percentiles are nearest-rank. The paced phase creates %d more tasks at %g/s on the same operator.
 - **Steady state**: once the steady-state operator has synced every task and been quiet (as above) for %s, the FlowSchema counters, its syncs and its CPU are taken over the window. Lease renewals (leader election) are writes too and are counted.
 - **Cold start**: the burst's operator is stopped with SIGTERM and a fresh one (defaults) started over every task Running. Times are from the process start; caches synced = first /readyz 200 while it holds the lease (a standby answers 200 too), polled every 100 ms; first sync = its syncs_total above 0; every task synced = syncs_total reaching the number of tasks. Requests are counted from before the start until it is quiet.
@@ -277,6 +293,9 @@ func (r *Result) write() error {
 	sb.WriteString("\n![Tasks Running over time during the burst; CDF of create → Running](" + filepath.Base(r.Plot) + ")\n")
 	sb.WriteString("\n## The operator's requests on the apiserver, by verb and resource\n\n")
 	sb.WriteString(r.breakdown(r.schemas))
+	sb.WriteString("\n## Where the machine's CPU went during the burst\n\n")
+	wall := r.burst.after.at.Sub(r.burst.before.at)
+	sb.WriteString(hostDelta(r.burst.before.host, r.burst.after.host, wall).table(float64(r.Config.N), wall))
 	sb.WriteString("\n## The burst as the operator's client saw it (its /metrics)\n\n")
 	sb.WriteString(r.clientView())
 	sb.WriteString("\n## Machine\n\n")

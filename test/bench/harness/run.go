@@ -253,16 +253,20 @@ func (b *bench) prepareNamespace(ctx context.Context) error {
 
 // snapshot is what the phases take differences of.
 type snapshot struct {
-	at  time.Time
-	apf apfCounts
-	op  samples
-	cpu time.Duration
+	at   time.Time
+	apf  apfCounts
+	op   samples
+	cpu  time.Duration
+	host hostCPU
 }
 
 func (b *bench) snap(ctx context.Context, op *operatorProcess) (snapshot, error) {
 	s := snapshot{at: time.Now()}
 	var err error
 	if s.cpu, err = op.cpu(); err != nil {
+		return s, err
+	}
+	if s.host, err = readHostCPU(); err != nil {
 		return s, err
 	}
 	if s.op, err = op.metrics(ctx); err != nil {
@@ -357,6 +361,10 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 	if err != nil {
 		return err
 	}
+	idleRSS, err := op.rss()
+	if err != nil {
+		return err
+	}
 	// The operator is running and has been attributed requests (its
 	// informers' lists and watches): otherwise the FlowSchemas count
 	// nothing and every per-task figure would read 0.
@@ -409,13 +417,15 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 		res.Profiles = append(res.Profiles, cpuPath)
 	}
 
+	toCreated, toReady := obs.sandboxTimes(names, sent)
 	res.burst = phaseResult{
 		names: names, sent: sent, running: running,
 		readyToRunning: obs.readyToRunning(names),
-		createsTook:    createsDone.Sub(sent[0]),
-		before:         before, after: after,
+		toSandbox:      toCreated, sandboxToReady: toReady,
+		createsTook: createsDone.Sub(sent[0]),
+		before:      before, after: after,
 		apf:     b.totals(before.apf, after.apf),
-		peakRSS: rss,
+		peakRSS: rss, idleRSS: idleRSS,
 	}
 	return nil
 }
@@ -430,10 +440,12 @@ func (b *bench) paced(ctx context.Context, obs *observer, res *Result) error {
 	if err := obs.waitRunning(ctx, b, names, cfg.RunningTimeout); err != nil {
 		return err
 	}
+	toCreated, toReady := obs.sandboxTimes(names, sent)
 	res.paced = phaseResult{
 		names: names, sent: sent, running: obs.runningAt(names),
 		readyToRunning: obs.readyToRunning(names),
-		createsTook:    time.Since(sent[0]),
+		toSandbox:      toCreated, sandboxToReady: toReady,
+		createsTook: time.Since(sent[0]),
 	}
 	return nil
 }

@@ -1,0 +1,121 @@
+package harness
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// hostCPU is the machine's CPU time, busy and in total, and the CPU time of
+// the processes of the test bed by command name: what tells a bound set by
+// the machine (every core busy, most of it in the apiserver and etcd) from
+// one set by the operator.
+type hostCPU struct {
+	busy, total time.Duration
+	byProcess   map[string]time.Duration
+}
+
+// benchProcesses are the command names (/proc/<pid>/comm, at most 15
+// bytes) worth a row; everything else is summed under "other".
+var benchProcesses = []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "caliban-operat", "bench"}
+
+func readHostCPU() (hostCPU, error) {
+	h := hostCPU{byProcess: map[string]time.Duration{}}
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return h, err
+	}
+	line, _, _ := strings.Cut(string(data), "\n")
+	fields := strings.Fields(line)
+	if len(fields) < 8 || fields[0] != "cpu" {
+		return h, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	// user nice system idle iowait irq softirq steal ...; idle and iowait
+	// are the idle ones.
+	for i, f := range fields[1:] {
+		if i >= 8 {
+			break
+		}
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return h, fmt.Errorf("/proc/stat: %w", err)
+		}
+		d := time.Duration(n) * time.Second / clockTicks
+		h.total += d
+		if i != 3 && i != 4 {
+			h.busy += d
+		}
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, path := range stats {
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		comm, err := os.ReadFile(filepath.Join(filepath.Dir(path), "comm"))
+		if err != nil {
+			continue // gone since the glob
+		}
+		cpu, err := processCPU(pid)
+		if err != nil {
+			continue
+		}
+		name := strings.TrimSpace(string(comm))
+		key := "other"
+		for _, p := range benchProcesses {
+			if strings.HasPrefix(name, p) {
+				key = p
+				break
+			}
+		}
+		h.byProcess[key] += cpu
+	}
+	return h, nil
+}
+
+// hostShare is the machine's CPU between two readings: busy share of all
+// cores, and each process group's CPU time. Processes that started or
+// ended in between count with what they had at the readings.
+type hostShare struct {
+	busyPercent float64
+	cores       float64
+	byProcess   map[string]time.Duration
+}
+
+func hostDelta(before, after hostCPU, wall time.Duration) hostShare {
+	s := hostShare{byProcess: map[string]time.Duration{}}
+	if total := after.total - before.total; total > 0 {
+		s.busyPercent = 100 * float64(after.busy-before.busy) / float64(total)
+		if wall > 0 {
+			s.cores = float64(total) / float64(wall)
+		}
+	}
+	for k, v := range after.byProcess {
+		if d := v - before.byProcess[k]; d > 0 {
+			s.byProcess[k] = d
+		}
+	}
+	return s
+}
+
+// table is the burst's CPU by process, largest first.
+func (s hostShare) table(n float64, wall time.Duration) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "Machine busy %.0f %% of %.0f cores over %.1f s.\n\n", s.busyPercent, s.cores, wall.Seconds())
+	sb.WriteString("| Process | CPU | Per task | Share of the machine |\n|---|---:|---:|---:|\n")
+	keys := make([]string, 0, len(s.byProcess))
+	for k := range s.byProcess {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return s.byProcess[keys[i]] > s.byProcess[keys[j]] })
+	for _, k := range keys {
+		d := s.byProcess[k]
+		share := 0.0
+		if wall > 0 && s.cores > 0 {
+			share = 100 * float64(d) / (float64(wall) * s.cores)
+		}
+		fmt.Fprintf(&sb, "| %s | %s s | %s ms | %.0f %% |\n", k, format(d.Seconds()), format(ms(d)/n), share)
+	}
+	return sb.String()
+}
