@@ -119,3 +119,20 @@ func (s hostShare) table(n float64, wall time.Duration) string {
 	}
 	return sb.String()
 }
+
+// machineLimit is the tasks/s this machine could carry if the operator
+// cost nothing: its cores over the CPU per task of every other process
+// (apiserver, etcd, the stand-in, the controller manager, the benchmark's
+// own client). 0 when unknown.
+func (s hostShare) machineLimit(n float64) float64 {
+	var others time.Duration
+	for k, v := range s.byProcess {
+		if k != "caliban-operat" {
+			others += v
+		}
+	}
+	if others <= 0 || n <= 0 {
+		return 0
+	}
+	return s.cores / (others.Seconds() / n)
+}

@@ -120,6 +120,8 @@ func (r *Result) rows() []row {
 	paced := fmt.Sprintf("paced, %d at %g/s", cfg.Paced, cfg.PacedRate)
 	steady := fmt.Sprintf("steady, resync %ds", cfg.ResyncSeconds)
 	cold := fmt.Sprintf("cold start, %d tasks", cfg.N+cfg.Paced)
+	host := hostDelta(bu.before.host, bu.after.host, bu.after.at.Sub(bu.before.at))
+	machine := host.machineLimit(n)
 	return []row{
 		{ceil, "ServiceAccount applies/s, concurrency 1", c.sa1, "applies/s"},
 		{ceil, "ServiceAccount applies/s, concurrency " + conc, c.saN, "applies/s"},
@@ -129,6 +131,9 @@ func (r *Result) rows() []row {
 		{burst, "creates sent in", bu.createsTook.Seconds(), "s"},
 		{burst, "throughput, first create → last Running", bu.throughput(), "tasks/s"},
 		{burst, "throughput / write-bound limit", 100 * bu.throughput() / c.taskLimit(), "%"},
+		{burst, "machine-bound task limit: cores / CPU per task of all but the operator", machine, "tasks/s"},
+		{burst, "throughput / machine-bound limit", 100 * bu.throughput() / machine, "%"},
+		{burst, "machine busy (all cores)", host.busyPercent, "%"},
 		{burst, "operator API requests per task (apiserver)", bu.apf.requests / n, "requests"},
 		{burst, "operator API writes per task (apiserver)", bu.apf.writes / n, "writes"},
 		{burst, "operator API reads per task (apiserver)", bu.apf.reads / n, "reads"},
@@ -271,7 +276,7 @@ func (r *Result) method() string {
 - **Requests and writes per task**: FlowSchemas whose subject is the operator's ServiceAccount (one per verb and resource its RBAC grants, then one catch-all for write verbs and one for read verbs and non-resource URLs) route its requests to a priority level of their own; the apiserver counts them in apiserver_flowcontrol_dispatched_requests_total by flow_schema. The difference between scrapes before the first create and after every task is Running and the operator has run no sync and sent no request but lease renewals for %s, divided by N. Writes are create, update, patch, delete, deletecollection; reads are get, list, watch.
 - **Syncs per task**: caliban_controller_syncs_total{controller="calibantask"} from the operator's /metrics over the same interval, divided by N.
 - **CPU and memory**: utime+stime of /proc/<pid>/stat (clock ticks of 10 ms) over the same interval, divided by N; peak RSS is VmHWM of /proc/<pid>/status after the burst.
-- **The machine's CPU**: /proc/stat (busy = all but idle and iowait) and every process's utime+stime grouped by command name, read at the same two moments as the burst's other figures (so the interval includes the quiet time the operator needs to be seen settled). The bench process itself (client, watches, scrapes) is "bench".
+- **The machine's CPU**: /proc/stat (busy = all but idle and iowait) and every process's utime+stime grouped by command name, read at the same two moments as the burst's other figures (so the interval includes the quiet time the operator needs to be seen settled). The bench process itself (client, watches, scrapes) is "bench". Machine-bound task limit = the cores / (CPU per task of every process but the operator): what this machine could carry if the operator cost nothing. The write-bound limit is measured with small objects and no other watcher, so it overstates what a task's real writes (a Sandbox with a pod template, a status with the pin, each fanned out to every watcher) let the apiserver do; the machine-bound limit is the bound this run actually met.
 - **Latencies**: one watch on CalibanTasks and one on Sandboxes, opened before the burst, record the first moment each task is seen Running and each Sandbox is seen Ready=True; create → Running starts when the create request is sent. Percentiles are nearest-rank. The paced phase creates %d more tasks at %g/s on the same operator.
 - **Steady state**: once the steady-state operator has synced every task and been quiet (as above) for %s, the FlowSchema counters, its syncs and its CPU are taken over the window. Lease renewals (leader election) are writes too and are counted.
 - **Cold start**: the burst's operator is stopped with SIGTERM and a fresh one (defaults) started over every task Running. Times are from the process start; caches synced = first /readyz 200 while it holds the lease (a standby answers 200 too), polled every 100 ms; first sync = its syncs_total above 0; every task synced = syncs_total reaching the number of tasks. Requests are counted from before the start until it is quiet.
