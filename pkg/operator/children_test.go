@@ -1,13 +1,18 @@
 package operator
 
 import (
+	"encoding/json"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
 
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
 func TestSandboxView(t *testing.T) {
@@ -64,5 +69,56 @@ func TestSandboxView(t *testing.T) {
 				t.Errorf("view (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestAChildIsCheckedAgainstThePinItsTaskJustWrote(t *testing.T) {
+	f := newFixture(t)
+	tk := task()
+	f.seed(tk, workspace(), secret("key", "api-key"))
+	c := f.taskController()
+	// The server answers the pin's write with a newer resourceVersion, as
+	// a real one does (the fake keeps the one it is sent).
+	f.caliban.PrependReactor("patch", "calibantasks", func(a core.Action) (bool, runtime.Object, error) {
+		var body struct {
+			Status calibanv1alpha1.CalibanTaskStatus `json:"status"`
+		}
+		if err := json.Unmarshal(a.(core.PatchAction).GetPatch(), &body); err != nil {
+			return true, nil, err
+		}
+		written := tk.DeepCopy()
+		written.Status, written.ResourceVersion = body.Status, "2"
+		return true, written, nil
+	})
+	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	// The informer has not brought the pinned task yet: the cache holds it
+	// unpinned, as seeded. The children's events arrive now.
+	cached, err := c.tasks.CalibanTasks(tk.Namespace).Get(tk.Name)
+	if err != nil || cached.Status.ResolvedWorkspace != nil {
+		t.Fatalf("the task cache should still hold the unpinned task: %v", err)
+	}
+	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := c.viewOf(np)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.(*childView).Holds == "" {
+		t.Error("the NetworkPolicy the sync just applied was not found to hold what its task wants")
+	}
+
+	// A task the caches know nothing of vouches for nothing.
+	other := np.DeepCopy()
+	other.OwnerReferences[0].UID = "someone-else"
+	v, err = c.viewOf(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.(*childView).Holds; got != "" {
+		t.Errorf("a child of an unknown task holds %q", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -73,15 +74,12 @@ func (o *Operator) Run(ctx context.Context) error {
 	calibanFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Caliban, s.ResyncPeriod,
 		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTransform(dropManagedFields))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
-		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly), informers.WithTransform(dropManagedFields))
+		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
 	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Clients.Dynamic, s.ResyncPeriod, s.WatchNamespace, ownedOnly)
 
 	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
 	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
 	sandboxes := dynFactory.ForResource(sandboxGVR)
-	if err := sandboxes.Informer().SetTransform(sandboxView); err != nil {
-		return err
-	}
 	// The Sandbox informer starts only once agent-sandbox's API is served:
 	// both controllers run without it, and tasks wait in Provisioning.
 	sandboxAPI := &sandboxAPIWatcher{
@@ -115,12 +113,18 @@ func (o *Operator) Run(ctx context.Context) error {
 	}
 
 	calibanFactory.Start(ctx.Done())
-	kubeFactory.Start(ctx.Done())
 	defer func() {
 		calibanFactory.Shutdown()
 		kubeFactory.Shutdown()
 		dynFactory.Shutdown()
 	}()
+	// The children's transform checks each child against its task as the
+	// task cache holds it: the child informers start once that cache has
+	// synced, or a restart would find every child wanting and apply it.
+	if !cache.WaitForNamedCacheSyncWithContext(ctx, tasks.Informer().HasSynced) {
+		return nil
+	}
+	kubeFactory.Start(ctx.Done())
 
 	errs := make(chan error, 2)
 	var wg sync.WaitGroup
@@ -146,8 +150,9 @@ func (o *Operator) Run(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// dropManagedFields keeps managedFields out of the caches: no sync reads
-// them, and server-side apply makes them a large part of each object.
+// dropManagedFields keeps managedFields out of the task and Workspace
+// caches: no sync reads them, and server-side apply makes them a large part
+// of each object. (The children's caches keep views, see viewOf.)
 func dropManagedFields(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)

@@ -15,8 +15,6 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	networkinglisters "k8s.io/client-go/listers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -53,21 +51,27 @@ var taskGroupKind = schema.GroupKind{Group: calibanv1alpha1.GroupName, Kind: "Ca
 // their Sandbox, ServiceAccount and NetworkPolicy applied.
 type TaskController struct {
 	*loop
-	caliban         calibanclient.Interface
-	kube            kubernetes.Interface
-	dynamic         dynamic.Interface
-	tasks           calibanlisters.CalibanTaskLister
-	taskIndexer     cache.Indexer
-	workspaces      calibanlisters.WorkspaceLister
-	serviceAccounts corelisters.ServiceAccountLister
-	networkPolicies networkinglisters.NetworkPolicyLister
-	// sandboxes is the Sandbox informer's store of views (sandboxView);
-	// the dynamic lister would insist on unstructured objects.
-	sandboxes  cache.Indexer
-	sandboxAPI SandboxAPI
-	settings   builders.AgentSettings
-	recorder   Recorder
-	clock      clock.PassiveClock
+	caliban     calibanclient.Interface
+	kube        kubernetes.Interface
+	dynamic     dynamic.Interface
+	tasks       calibanlisters.CalibanTaskLister
+	taskIndexer cache.Indexer
+	// taskCache is the task cache with the operator's own status writes on
+	// top, until the informer brings them: the children's transform reads
+	// a task's pin from it, and the pin is written moments before the
+	// children whose events it checks.
+	taskCache  cache.MutationCache
+	workspaces calibanlisters.WorkspaceLister
+	// The children's stores hold views (childView, the informers'
+	// transform viewOf), not the objects: the generated and dynamic
+	// listers would insist on the objects' types.
+	serviceAccounts cache.Store
+	networkPolicies cache.Store
+	sandboxes       cache.Store
+	sandboxAPI      SandboxAPI
+	settings        builders.AgentSettings
+	recorder        Recorder
+	clock           clock.PassiveClock
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -91,16 +95,18 @@ func NewTaskController(
 	clk clock.PassiveClock,
 ) (*TaskController, error) {
 	c := &TaskController{
-		loop:            newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics),
-		caliban:         caliban,
-		kube:            kube,
-		dynamic:         dyn,
-		tasks:           tasks.Lister(),
-		taskIndexer:     tasks.Informer().GetIndexer(),
+		loop:        newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics),
+		caliban:     caliban,
+		kube:        kube,
+		dynamic:     dyn,
+		tasks:       tasks.Lister(),
+		taskIndexer: tasks.Informer().GetIndexer(),
+		taskCache: cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), tasks.Informer().GetStore(),
+			cache.MutationCacheOptions{TTL: time.Minute, MaxCacheSize: 4096}),
 		workspaces:      workspaces.Lister(),
-		serviceAccounts: serviceAccounts.Lister(),
-		networkPolicies: networkPolicies.Lister(),
-		sandboxes:       sandboxes.Informer().GetIndexer(),
+		serviceAccounts: serviceAccounts.Informer().GetStore(),
+		networkPolicies: networkPolicies.Informer().GetStore(),
+		sandboxes:       sandboxes.Informer().GetStore(),
 		sandboxAPI:      sandboxAPI,
 		settings:        settings,
 		recorder:        recorder,
@@ -119,12 +125,24 @@ func NewTaskController(
 		return nil, fmt.Errorf("adding the CalibanTask workspace index: %w", err)
 	}
 	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: c.enqueue,
+		AddFunc: func(obj any) {
+			c.taskCache.OnAddOrUpdate(obj.(*calibanv1alpha1.CalibanTask))
+			c.enqueue(obj)
+		},
 		// Resyncs (same resourceVersion) included: the resync is the safety
 		// net for what no event announces, such as a deleted token Secret.
 		UpdateFunc: func(old, new any) {
+			c.taskCache.OnAddOrUpdate(new.(*calibanv1alpha1.CalibanTask))
 			if taskUpdateMatters(old.(*calibanv1alpha1.CalibanTask), new.(*calibanv1alpha1.CalibanTask)) {
 				c.enqueue(new)
+			}
+		},
+		DeleteFunc: func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if task, ok := obj.(*calibanv1alpha1.CalibanTask); ok {
+				c.taskCache.OnDelete(task)
 			}
 		},
 	}); err != nil {
@@ -158,6 +176,9 @@ func NewTaskController(
 		"NetworkPolicy":  networkPolicies.Informer(),
 		"Sandbox":        sandboxes.Informer(),
 	} {
+		if err := inf.SetTransform(c.viewOf); err != nil {
+			return nil, fmt.Errorf("setting the %s transform: %w", kind, err)
+		}
 		if _, err := inf.AddEventHandler(children); err != nil {
 			return nil, fmt.Errorf("adding %s event handler: %w", kind, err)
 		}
@@ -302,7 +323,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	if failure != nil || pin == nil {
 		// Nothing is applied for a failed task, but a Sandbox it already has
 		// is still its Sandbox.
-		in.Sandbox = c.liveSandbox(task)
+		in.Sandbox = c.observedSandbox(task)
 		_, err := c.writeStatus(ctx, task, in)
 		return after, err
 	}
@@ -328,6 +349,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 			return 0, err
 		}
 		task, in.Task = written, written
+		c.taskCache.Mutation(written)
 	}
 
 	sandbox, apiMissing, err := c.applyChildren(ctx, task, pin)
@@ -413,32 +435,22 @@ func warningOf(in builders.TaskStatusInput) string {
 func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
 	logger := klog.FromContext(ctx)
 
-	sa := builders.BuildServiceAccount(task)
-	wantSA, hash, err := stampedServiceAccount(sa)
+	sa, _, hash, err := desiredServiceAccount(task)
 	if err != nil {
-		return nil, false, fmt.Errorf("rendering ServiceAccount %s: %w", *sa.Name, err)
-	}
-	live, err := c.serviceAccounts.ServiceAccounts(task.Namespace).Get(*sa.Name)
-	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, false, err
 	}
-	if !upToDate(live, live, wantSA, hash) {
+	if v := c.cachedView(c.serviceAccounts, task.Namespace, *sa.Name); v == nil || v.Holds != hash {
 		logger.V(4).Info("Applying ServiceAccount", "name", *sa.Name)
 		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, sa, applyOptions); err != nil {
 			return nil, false, fmt.Errorf("applying ServiceAccount %s: %w", *sa.Name, err)
 		}
 	}
 
-	np := builders.BuildNetworkPolicy(task, pin, c.settings)
-	wantNP, hash, err := stampedNetworkPolicy(np)
+	np, _, hash, err := desiredNetworkPolicy(task, pin, c.settings)
 	if err != nil {
-		return nil, false, fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
-	}
-	liveNP, err := c.networkPolicies.NetworkPolicies(task.Namespace).Get(*np.Name)
-	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, false, err
 	}
-	if !upToDate(liveNP, liveNP, wantNP, hash) {
+	if v := c.cachedView(c.networkPolicies, task.Namespace, *np.Name); v == nil || v.Holds != hash {
 		logger.V(4).Info("Applying NetworkPolicy", "name", *np.Name)
 		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, np, applyOptions); err != nil {
 			return nil, false, fmt.Errorf("applying NetworkPolicy %s: %w", *np.Name, err)
@@ -448,14 +460,13 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	if !c.sandboxAPI.Served() {
 		return nil, true, nil
 	}
-	desired := builders.BuildSandbox(task, pin, c.settings)
-	hash, err = stampSandbox(desired)
+	desired, hash, err := desiredSandbox(task, pin, c.settings)
 	if err != nil {
 		return nil, false, err
 	}
 	current := c.liveSandbox(task)
-	if upToDate(current, current, desired, hash) {
-		return current, false, nil
+	if current != nil && current.Holds == hash {
+		return current.sandbox(), false, nil
 	}
 	logger.V(4).Info("Applying Sandbox", "name", desired.Name)
 	err = c.applySandbox(ctx, desired)
@@ -469,9 +480,9 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	// the task reads the status it had (none for a new Sandbox), and the
 	// informer brings whatever comes next.
 	if current == nil {
-		current = &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}
+		return &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}, false, nil
 	}
-	return current, false, nil
+	return current.sandbox(), false, nil
 }
 
 // enqueueAll wakes every task, e.g. once agent-sandbox's API appeared.
@@ -481,18 +492,20 @@ func (c *TaskController) enqueueAll() {
 	}
 }
 
-// liveSandbox is the task's Sandbox from the cache, or nil.
-func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
-	obj, exists, err := c.sandboxes.GetByKey(task.Namespace + "/" + builders.SandboxName(task.Name))
-	if err != nil || !exists {
+// liveSandbox is the view of the task's Sandbox from the cache, or nil.
+func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *childView {
+	v := c.cachedView(c.sandboxes, task.Namespace, builders.SandboxName(task.Name))
+	if v == nil || !metav1.IsControlledBy(v, task) {
 		return nil
 	}
-	// The informer's transform made it a view; a cache filled without it
-	// (a test's) holds the unstructured object.
-	view, _ := sandboxView(obj)
-	sb, ok := view.(*sandboxv1beta1.Sandbox)
-	if !ok || !metav1.IsControlledBy(sb, task) {
-		return nil
+	return v
+}
+
+// observedSandbox is the task's Sandbox as the status derivation reads it,
+// or nil.
+func (c *TaskController) observedSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+	if v := c.liveSandbox(task); v != nil {
+		return v.sandbox()
 	}
-	return sb
+	return nil
 }

@@ -383,18 +383,20 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 			want: []string{"patch networkpolicies fix-bug-netpol"},
 		},
 		"someone changed the caliband image in the Sandbox": {
-			change: func(f *fixture, c *TaskController, tk *calibanv1alpha1.CalibanTask) {
-				sb := c.liveSandbox(tk).DeepCopy()
-				sb.Spec.PodTemplate.Spec.Containers[0].Image = "evil:latest"
+			change: func(f *fixture, _ *TaskController, _ *calibanv1alpha1.CalibanTask) {
+				sb := f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy()
+				containers, _, _ := unstructured.NestedSlice(sb.Object, "spec", "podTemplate", "spec", "containers")
+				containers[0].(map[string]any)["image"] = "evil:latest"
+				_ = unstructured.SetNestedSlice(sb.Object, containers, "spec", "podTemplate", "spec", "containers")
 				f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
 			},
 			want: []string{"patch sandboxes fix-bug-sbx"},
 		},
 		"another controller labelled the Sandbox and set its status": {
-			change: func(f *fixture, c *TaskController, tk *calibanv1alpha1.CalibanTask) {
-				sb := c.liveSandbox(tk).DeepCopy()
-				sb.Labels["team"] = "a"
-				sb.Status.Selector = "x=y"
+			change: func(f *fixture, _ *TaskController, _ *calibanv1alpha1.CalibanTask) {
+				sb := f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy()
+				_ = unstructured.SetNestedField(sb.Object, "a", "metadata", "labels", "team")
+				_ = unstructured.SetNestedField(sb.Object, "x=y", "status", "selector")
 				f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
 			},
 		},

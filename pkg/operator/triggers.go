@@ -1,13 +1,10 @@
 package operator
 
 import (
-	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
@@ -44,32 +41,21 @@ func foreignConditions(conds []metav1.Condition) []metav1.Condition {
 }
 
 // childUpdateMatters reports whether an update of a ServiceAccount,
-// NetworkPolicy or Sandbox can change what its task's sync does: a change
-// of its spec (generation), of the metadata the operator applies, of a
-// ServiceAccount's token automount, or of a Sandbox's status. Updates that
-// only move the resourceVersion or managedFields, and resyncs, do not.
+// NetworkPolicy or Sandbox, as its view (childView), can change what its
+// task's sync does: whether it still carries what the task wants, its
+// owners, its deletion, a Sandbox's status. Updates that change none of
+// these (another manager's label, managedFields, agent-sandbox's pod-name
+// annotation), and resyncs, do not.
 func childUpdateMatters(old, new any) bool {
-	o, errO := meta.Accessor(old)
-	n, errN := meta.Accessor(new)
-	if errO != nil || errN != nil {
+	o, okO := old.(*childView)
+	n, okN := new.(*childView)
+	if !okO || !okN {
 		return true
 	}
-	if o.GetResourceVersion() == n.GetResourceVersion() {
+	if o.ResourceVersion == n.ResourceVersion {
 		return false
 	}
-	if o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
-		!apiequality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
-		!apiequality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
-		!apiequality.Semantic.DeepEqual(o.GetOwnerReferences(), n.GetOwnerReferences()) {
-		return true
-	}
-	switch n := new.(type) {
-	case *corev1.ServiceAccount:
-		o, ok := old.(*corev1.ServiceAccount)
-		return !ok || !apiequality.Semantic.DeepEqual(o.AutomountServiceAccountToken, n.AutomountServiceAccountToken)
-	case *sandboxv1beta1.Sandbox:
-		o, ok := old.(*sandboxv1beta1.Sandbox)
-		return !ok || !apiequality.Semantic.DeepEqual(o.Status, n.Status)
-	}
-	return false
+	return o.Holds != n.Holds || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+		!apiequality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
+		!apiequality.Semantic.DeepEqual(o.SandboxStatus, n.SandboxStatus)
 }

@@ -8,8 +8,10 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
 func TestTaskUpdateMatters(t *testing.T) {
@@ -74,62 +76,107 @@ func TestTaskUpdateMatters(t *testing.T) {
 }
 
 func TestChildUpdateMatters(t *testing.T) {
-	// A Sandbox as the informer hands it over: through its transform.
-	sandbox := func(rv string, mods ...func(*unstructured.Unstructured)) any {
-		u := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
-			"metadata": map[string]any{"name": "t-sbx", "namespace": "team", "resourceVersion": rv, "generation": int64(1)},
-			"spec":     map[string]any{"replicas": int64(1)},
-		}}
-		for _, m := range mods {
-			m(u)
+	// Real children of a pinned task, through the informers' transform.
+	f := newFixture(t)
+	tk := task()
+	f.seed(tk, workspace(), secret("key", "api-key"))
+	c := f.taskController()
+	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	f.feedBack(c, tk)
+	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := f.sandboxApplies[len(f.sandboxApplies)-1]
+	view := func(obj any, rv string, mods ...func(any)) *childView {
+		var o runtime.Object
+		switch x := obj.(type) {
+		case *corev1.ServiceAccount:
+			o = x.DeepCopy()
+		case *networkingv1.NetworkPolicy:
+			o = x.DeepCopy()
+		case *unstructured.Unstructured:
+			o = x.DeepCopy()
 		}
-		view, err := sandboxView(u)
+		o.(metav1.Object).SetResourceVersion(rv)
+		for _, m := range mods {
+			m(o)
+		}
+		v, err := c.viewOf(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return view
+		return v.(*childView)
 	}
-	ready := func(u *unstructured.Unstructured) {
-		u.Object["status"] = map[string]any{"serviceFQDN": "t-sbx.team.svc", "conditions": []any{map[string]any{"type": "Ready", "status": "True"}}}
-	}
-	sa := func(rv string, automount *bool) *corev1.ServiceAccount {
-		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "t-sa", ResourceVersion: rv}, AutomountServiceAccountToken: automount}
-	}
-	np := func(rv string, gen int64) *networkingv1.NetworkPolicy {
-		return &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "t-netpol", ResourceVersion: rv, Generation: gen}}
+	ready := func(o any) {
+		_ = unstructured.SetNestedSlice(o.(*unstructured.Unstructured).Object,
+			[]any{map[string]any{"type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "", "lastTransitionTime": "2026-09-01T12:00:00Z"}},
+			"status", "conditions")
 	}
 	tests := map[string]struct {
-		old, new any
+		old, new *childView
 		want     bool
 	}{
 		"a resync of a child does not matter": {
-			old: sandbox("5", ready), new: sandbox("5", ready),
+			old: view(sb, "5", ready), new: view(sb, "5", ready),
 		},
 		"a Sandbox turning Ready matters": {
-			old: sandbox("5"), new: sandbox("6", ready), want: true,
+			old: view(sb, "5"), new: view(sb, "6", ready), want: true,
 		},
-		"a Sandbox whose spec someone edits matters": {
-			old: sandbox("5"), new: sandbox("6", func(u *unstructured.Unstructured) { u.SetGeneration(2) }), want: true,
+		"a Sandbox whose caliband image someone changes matters": {
+			old: view(sb, "5"),
+			new: view(sb, "6", func(o any) {
+				u := o.(*unstructured.Unstructured)
+				containers, _, _ := unstructured.NestedSlice(u.Object, "spec", "podTemplate", "spec", "containers")
+				containers[0].(map[string]any)["image"] = "evil:latest"
+				_ = unstructured.SetNestedSlice(u.Object, containers, "spec", "podTemplate", "spec", "containers")
+			}),
+			want: true,
 		},
 		"a Sandbox losing the applied-hash annotation matters": {
-			old: sandbox("5", func(u *unstructured.Unstructured) { u.SetAnnotations(map[string]string{AnnotationAppliedHash: "h"}) }),
-			new: sandbox("6"), want: true,
+			old:  view(sb, "5"),
+			new:  view(sb, "6", func(o any) { o.(*unstructured.Unstructured).SetAnnotations(nil) }),
+			want: true,
 		},
-		"a Sandbox whose managedFields alone moved does not matter": {
-			old: sandbox("5"),
-			new: sandbox("6", func(u *unstructured.Unstructured) {
-				u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "someone", Operation: metav1.ManagedFieldsOperationApply}})
+		"a label or annotation another controller adds to a Sandbox does not matter": {
+			old: view(sb, "5"),
+			new: view(sb, "6", func(o any) {
+				u := o.(*unstructured.Unstructured)
+				_ = unstructured.SetNestedField(u.Object, "a", "metadata", "labels", "team")
+				_ = unstructured.SetNestedField(u.Object, "sbx-pod", "metadata", "annotations", "agents.x-k8s.io/pod-name")
 			}),
 		},
+		"a Sandbox whose managedFields alone moved does not matter": {
+			old: view(sb, "5"),
+			new: view(sb, "6", func(o any) {
+				o.(metav1.Object).SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "someone", Operation: metav1.ManagedFieldsOperationApply}})
+			}),
+		},
+		"a Sandbox being deleted matters": {
+			old:  view(sb, "5"),
+			new:  view(sb, "6", func(o any) { o.(metav1.Object).SetDeletionTimestamp(&metav1.Time{}) }),
+			want: true,
+		},
 		"a ServiceAccount that starts automounting its token matters": {
-			old: sa("5", new(false)), new: sa("6", new(true)), want: true,
+			old:  view(sa, "5"),
+			new:  view(sa, "6", func(o any) { o.(*corev1.ServiceAccount).AutomountServiceAccountToken = new(true) }),
+			want: true,
 		},
 		"a ServiceAccount whose resourceVersion alone moved does not matter": {
-			old: sa("5", new(false)), new: sa("6", new(false)),
+			old: view(sa, "5"), new: view(sa, "6"),
 		},
 		"a NetworkPolicy someone opens up matters": {
-			old: np("5", 1), new: np("6", 2), want: true,
+			old: view(np, "5"),
+			new: view(np, "6", func(o any) {
+				o.(*networkingv1.NetworkPolicy).Spec.Egress = []networkingv1.NetworkPolicyEgressRule{{}}
+			}),
+			want: true,
 		},
 	}
 	for name, tc := range tests {

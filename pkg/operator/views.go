@@ -1,0 +1,168 @@
+package operator
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	"k8s.io/client-go/tools/cache"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+)
+
+// childView is what the caches keep of a task's ServiceAccount,
+// NetworkPolicy or Sandbox: identity, owner, and the verdict of the check
+// that matters, taken once when the object arrived, instead of the object.
+// A task has three children, each a few kilobytes when decoded (a Sandbox
+// is a pod template), and the caches hold every one of them; the verdict is
+// a string.
+type childView struct {
+	metav1.TypeMeta
+	metav1.ObjectMeta
+	// Holds is the applied hash of the desired child this object was found
+	// to carry in full (the annotation and every value, see holds) when it
+	// was cached, against its task as the task cache held it then; "" when
+	// it did not, or there was no pinned task to render it from. A sync
+	// whose desired child has this hash has nothing to apply.
+	Holds string
+	// SandboxStatus is a Sandbox's status, which the task's status is
+	// derived from; nil for the other kinds.
+	SandboxStatus *sandboxv1beta1.SandboxStatus
+}
+
+func (v *childView) DeepCopyObject() runtime.Object {
+	out := &childView{TypeMeta: v.TypeMeta, Holds: v.Holds}
+	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	if v.SandboxStatus != nil {
+		out.SandboxStatus = v.SandboxStatus.DeepCopy()
+	}
+	return out
+}
+
+// sandbox is a Sandbox view as the status derivation reads it: its name
+// and status.
+func (v *childView) sandbox() *sandboxv1beta1.Sandbox {
+	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace}}
+	if v.SandboxStatus != nil {
+		sb.Status = *v.SandboxStatus
+	}
+	return sb
+}
+
+// compactMeta keeps of an object's metadata what the task controller reads:
+// identity, owners, deletion. Labels and annotations were read by the check
+// behind Holds.
+func compactMeta(m metav1.Object) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
+		ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration(),
+		OwnerReferences: m.GetOwnerReferences(), DeletionTimestamp: m.GetDeletionTimestamp(),
+	}
+}
+
+// viewOf is the transform of the three child informers: it checks the full
+// object against what its task wants now and keeps the view. The task cache
+// must have synced before the child informers start, or every child would be
+// found wanting and applied again at start-up.
+func (c *TaskController) viewOf(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *childView:
+		return o, nil
+	case *corev1.ServiceAccount:
+		v := &childView{ObjectMeta: compactMeta(o)}
+		if task := c.ownerTask(o); task != nil {
+			if _, want, hash, err := desiredServiceAccount(task); err == nil && upToDate(o, o, want, hash) {
+				v.Holds = hash
+			}
+		}
+		return v, nil
+	case *networkingv1.NetworkPolicy:
+		v := &childView{ObjectMeta: compactMeta(o)}
+		if task := c.ownerTask(o); task != nil {
+			if _, want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(o, o, want, hash) {
+				v.Holds = hash
+			}
+		}
+		return v, nil
+	case *unstructured.Unstructured:
+		sbAny, _ := sandboxView(o)
+		sb := sbAny.(*sandboxv1beta1.Sandbox)
+		v := &childView{ObjectMeta: compactMeta(sb), SandboxStatus: sb.Status.DeepCopy()}
+		if task := c.ownerTask(sb); task != nil {
+			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(sb, sb, want, hash) {
+				v.Holds = hash
+			}
+		}
+		return v, nil
+	}
+	return obj, nil
+}
+
+// ownerTask is the pinned task that controls a child, from the task cache
+// (with the operator's own recent writes), or nil.
+func (c *TaskController) ownerTask(child metav1.Object) *calibanv1alpha1.CalibanTask {
+	ref := metav1.GetControllerOf(child)
+	if ref == nil || ref.Kind != taskGroupKind.Kind {
+		return nil
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != taskGroupKind.Group {
+		return nil
+	}
+	obj, exists, err := c.taskCache.GetByKey(child.GetNamespace() + "/" + ref.Name)
+	if err != nil || !exists {
+		return nil
+	}
+	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	if !ok || task.UID != ref.UID || task.Status.ResolvedWorkspace == nil {
+		return nil
+	}
+	return task
+}
+
+// cachedView is a child's view from a store, or nil. A store filled without
+// the transform (a unit test's) holds full objects, which are viewed here.
+func (c *TaskController) cachedView(store cache.Store, namespace, name string) *childView {
+	obj, exists, err := store.GetByKey(namespace + "/" + name)
+	if err != nil || !exists {
+		return nil
+	}
+	v, _ := c.viewOf(obj)
+	view, _ := v.(*childView)
+	return view
+}
+
+// The desired children, stamped with their applied hash: the sync applies
+// them, the transform checks the cache against them, so both agree on what
+// "up to date" means.
+
+func desiredServiceAccount(task *calibanv1alpha1.CalibanTask) (ac *corev1ac.ServiceAccountApplyConfiguration, want *corev1.ServiceAccount, hash string, err error) {
+	sa := builders.BuildServiceAccount(task)
+	want, hash, err = stampedServiceAccount(sa)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("rendering ServiceAccount %s: %w", *sa.Name, err)
+	}
+	return sa, want, hash, nil
+}
+
+func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (ac *networkingv1ac.NetworkPolicyApplyConfiguration, want *networkingv1.NetworkPolicy, hash string, err error) {
+	np := builders.BuildNetworkPolicy(task, pin, s)
+	want, hash, err = stampedNetworkPolicy(np)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
+	}
+	return np, want, hash, nil
+}
+
+func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (*sandboxv1beta1.Sandbox, string, error) {
+	sb := builders.BuildSandbox(task, pin, s)
+	hash, err := stampSandbox(sb)
+	return sb, hash, err
+}
