@@ -122,3 +122,45 @@ func TestAChildIsCheckedAgainstThePinItsTaskJustWrote(t *testing.T) {
 		t.Errorf("a child of an unknown task holds %q", got)
 	}
 }
+
+func TestChildHashesAreRenderedOncePerTaskVersion(t *testing.T) {
+	f := newFixture(t)
+	c := f.taskController()
+	pinned := task(func(t *calibanv1alpha1.CalibanTask) {
+		t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{}
+	})
+	first, err := c.desiredHashes(pinned, pinned.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same resourceVersion: the memo answers, whatever the object says
+	// (a real task cannot change without a new resourceVersion).
+	same := pinned.DeepCopy()
+	same.Labels = map[string]string{"changed": "yes"}
+	again, err := c.desiredHashes(same, same.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first {
+		t.Errorf("the same task version rendered again: %+v, then %+v", first, again)
+	}
+	// A new version is rendered anew.
+	edited := same.DeepCopy()
+	edited.ResourceVersion = "2"
+	edited.Status.ResolvedWorkspace.Env = []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}}
+	next, err := c.desiredHashes(edited, edited.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if next.sandbox == first.sandbox || next.resourceVersion != "2" {
+		t.Errorf("a new task version kept the old hashes: %+v", next)
+	}
+	// Another pin than the task's own is never memoized.
+	other := &calibanv1alpha1.ResolvedWorkspace{}
+	if _, err := c.desiredHashes(edited, other); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.hashes.get(edited); got != next {
+		t.Errorf("a foreign pin replaced the memo: %+v", got)
+	}
+}

@@ -61,6 +61,7 @@ type TaskController struct {
 	// a task's pin from it, and the pin is written moments before the
 	// children whose events it checks.
 	taskCache  cache.MutationCache
+	hashes     hashMemo
 	workspaces calibanlisters.WorkspaceLister
 	// The children's stores hold views (childView, the informers'
 	// transform viewOf), not the objects: the generated and dynamic
@@ -143,6 +144,7 @@ func NewTaskController(
 			}
 			if task, ok := obj.(*calibanv1alpha1.CalibanTask); ok {
 				c.taskCache.OnDelete(task)
+				c.hashes.forget(task.UID)
 			}
 		},
 	}); err != nil {
@@ -435,22 +437,26 @@ func warningOf(in builders.TaskStatusInput) string {
 func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
 	logger := klog.FromContext(ctx)
 
-	sa, _, hash, err := desiredServiceAccount(task)
+	hashes, err := c.desiredHashes(task, pin)
 	if err != nil {
 		return nil, false, err
 	}
-	if v := c.cachedView(c.serviceAccounts, task.Namespace, *sa.Name); v == nil || v.Holds != hash {
+	if v := c.cachedView(c.serviceAccounts, task.Namespace, builders.ServiceAccountName(task.Name)); v == nil || v.Holds != hashes.serviceAccount {
+		sa, _, _, err := desiredServiceAccount(task)
+		if err != nil {
+			return nil, false, err
+		}
 		logger.V(4).Info("Applying ServiceAccount", "name", *sa.Name)
 		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, sa, applyOptions); err != nil {
 			return nil, false, fmt.Errorf("applying ServiceAccount %s: %w", *sa.Name, err)
 		}
 	}
 
-	np, _, hash, err := desiredNetworkPolicy(task, pin, c.settings)
-	if err != nil {
-		return nil, false, err
-	}
-	if v := c.cachedView(c.networkPolicies, task.Namespace, *np.Name); v == nil || v.Holds != hash {
+	if v := c.cachedView(c.networkPolicies, task.Namespace, builders.NetworkPolicyName(task.Name)); v == nil || v.Holds != hashes.networkPolicy {
+		np, _, _, err := desiredNetworkPolicy(task, pin, c.settings)
+		if err != nil {
+			return nil, false, err
+		}
 		logger.V(4).Info("Applying NetworkPolicy", "name", *np.Name)
 		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, np, applyOptions); err != nil {
 			return nil, false, fmt.Errorf("applying NetworkPolicy %s: %w", *np.Name, err)
@@ -460,13 +466,13 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	if !c.sandboxAPI.Served() {
 		return nil, true, nil
 	}
-	desired, hash, err := desiredSandbox(task, pin, c.settings)
+	current := c.liveSandbox(task)
+	if current != nil && current.Holds == hashes.sandbox {
+		return current.sandbox(), false, nil
+	}
+	desired, _, err := desiredSandbox(task, pin, c.settings)
 	if err != nil {
 		return nil, false, err
-	}
-	current := c.liveSandbox(task)
-	if current != nil && current.Holds == hash {
-		return current.sandbox(), false, nil
 	}
 	logger.V(4).Info("Applying Sandbox", "name", desired.Name)
 	err = c.applySandbox(ctx, desired)

@@ -2,6 +2,7 @@ package operator
 
 import (
 	"fmt"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -9,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/client-go/tools/cache"
@@ -137,6 +139,71 @@ func (c *TaskController) cachedView(store cache.Store, namespace, name string) *
 	v, _ := c.viewOf(obj)
 	view, _ := v.(*childView)
 	return view
+}
+
+// childHashes are the applied hashes of a task's three desired children,
+// for one resourceVersion of the task.
+type childHashes struct {
+	resourceVersion                        string
+	serviceAccount, networkPolicy, sandbox string
+}
+
+// hashMemo remembers each task's childHashes: the children are a pure
+// function of the task (spec and pin) and the settings, so while the task's
+// resourceVersion stands a sync need not render them to know there is
+// nothing to apply, which is every resync.
+type hashMemo struct {
+	mu     sync.Mutex
+	byTask map[types.UID]childHashes
+}
+
+func (m *hashMemo) get(task *calibanv1alpha1.CalibanTask) (childHashes, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h, ok := m.byTask[task.UID]
+	return h, ok && h.resourceVersion == task.ResourceVersion && task.ResourceVersion != ""
+}
+
+func (m *hashMemo) put(uid types.UID, h childHashes) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byTask == nil {
+		m.byTask = map[types.UID]childHashes{}
+	}
+	m.byTask[uid] = h
+}
+
+func (m *hashMemo) forget(uid types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.byTask, uid)
+}
+
+// desiredHashes are the applied hashes of the children task wants under
+// pin, from the memo when the task has not changed since they were taken.
+func (c *TaskController) desiredHashes(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (childHashes, error) {
+	// The memo is keyed by the task alone: it serves only the task's own pin.
+	memoized := pin == task.Status.ResolvedWorkspace
+	if memoized {
+		if h, ok := c.hashes.get(task); ok {
+			return h, nil
+		}
+	}
+	h := childHashes{resourceVersion: task.ResourceVersion}
+	var err error
+	if _, _, h.serviceAccount, err = desiredServiceAccount(task); err != nil {
+		return h, err
+	}
+	if _, _, h.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings); err != nil {
+		return h, err
+	}
+	if _, h.sandbox, err = desiredSandbox(task, pin, c.settings); err != nil {
+		return h, err
+	}
+	if memoized {
+		c.hashes.put(task.UID, h)
+	}
+	return h, nil
 }
 
 // The desired children, stamped with their applied hash: the sync applies
