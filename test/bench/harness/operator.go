@@ -166,10 +166,10 @@ func (p *operatorProcess) get(ctx context.Context, addr, path string, timeout ti
 func (p *operatorProcess) metrics(ctx context.Context) (samples, error) {
 	code, body, err := p.get(ctx, p.metricsAddr, "/metrics", 10*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("operator %s /metrics: %w", p.name, err)
+		return samples{}, fmt.Errorf("operator %s /metrics: %w", p.name, err)
 	}
 	if code != http.StatusOK {
-		return nil, fmt.Errorf("operator %s /metrics: %d", p.name, code)
+		return samples{}, fmt.Errorf("operator %s /metrics: %d", p.name, code)
 	}
 	return parseMetrics(string(body))
 }

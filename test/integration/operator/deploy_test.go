@@ -238,7 +238,7 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			v, _ := m.Find("apiserver_flowcontrol_dispatched_requests_total",
+			v, _ := m.Sum("apiserver_flowcontrol_dispatched_requests_total",
 				map[string]string{"flow_schema": "caliban-operator", "priority_level": "caliban-operator"})
 			return v
 		}

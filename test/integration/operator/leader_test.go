@@ -60,19 +60,19 @@ func TestOneOfTwoOperatorsLeadsAndTheOtherTakesOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := am.Find("leader_election_master_status", map[string]string{"name": lease}); v != 1 {
+	if v, _ := am.Sum("leader_election_master_status", map[string]string{"name": lease}); v != 1 {
 		t.Errorf("op-a leader_election_master_status %v, want 1", v)
 	}
-	if v, _ := bm.Find("leader_election_master_status", map[string]string{"name": lease}); v != 0 {
+	if v, _ := bm.Sum("leader_election_master_status", map[string]string{"name": lease}); v != 0 {
 		t.Errorf("op-b leader_election_master_status %v, want 0", v)
 	}
-	if n, _ := am.Find("caliban_controller_syncs_total", nil); n == 0 {
+	if n, _ := am.Sum("caliban_controller_syncs_total", nil); n == 0 {
 		t.Error("the leader op-a has synced nothing")
 	}
-	if n, _ := bm.Find("caliban_controller_syncs_total", nil); n != 0 {
+	if n, _ := bm.Sum("caliban_controller_syncs_total", nil); n != 0 {
 		t.Errorf("the standby op-b synced %v times, want none", n)
 	}
-	if n, _ := bm.Find("workqueue_adds_total", nil); n != 0 {
+	if n, _ := bm.Sum("workqueue_adds_total", nil); n != 0 {
 		t.Errorf("the standby op-b queued %v items, want none", n)
 	}
 	if strings.Contains(b.Output(), "phase changed") {
@@ -133,12 +133,12 @@ func TestALeaderThatLosesItsLeaseStandsByAndLeadsAgain(t *testing.T) {
 		if m, err = op.Metrics(); err != nil {
 			return err
 		}
-		if v, _ := m.Find("leader_election_master_status", map[string]string{"name": lease}); v != 0 {
+		if v, _ := m.Sum("leader_election_master_status", map[string]string{"name": lease}); v != 0 {
 			return fmt.Errorf("op-a's leader_election_master_status is %v, want 0 once the lease is lost", v)
 		}
 		return nil
 	})
-	if _, ok := m.Find("caliban_tasks", nil); ok {
+	if _, ok := m.Sum("caliban_tasks", nil); ok {
 		t.Error("a standby exports task gauges from a cache it no longer runs")
 	}
 	createTask(t, ns, "second-term", "demo")
@@ -162,7 +162,7 @@ func TestALeaderThatLosesItsLeaseStandsByAndLeadsAgain(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if v, _ := m.Find("caliban_tasks", map[string]string{"phase": "Running"}); v != 2 {
+		if v, _ := m.Sum("caliban_tasks", map[string]string{"phase": "Running"}); v != 2 {
 			return fmt.Errorf("caliban_tasks{phase=Running} = %v in the second term, want 2", v)
 		}
 		return nil

@@ -410,7 +410,7 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		n, _ := m.Find("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"})
+		n, _ := m.Sum("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"})
 		return n, writeRequests(m)
 	}
 	syncsBefore, writesBefore := syncs(first)
@@ -439,10 +439,10 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 				return err
 			}
 			for c, n := range map[string]float64{"calibantask": 4, "workspace": 2} {
-				if got, _ := m.Find("caliban_controller_syncs_total", map[string]string{"controller": c}); got < n {
+				if got, _ := m.Sum("caliban_controller_syncs_total", map[string]string{"controller": c}); got < n {
 					return fmt.Errorf("controller %s has synced %v times, want at least %v", c, got, n)
 				}
-				if d, ok := m.Find("workqueue_depth", map[string]string{"name": c}); !ok || d != 0 {
+				if d, ok := m.Sum("workqueue_depth", map[string]string{"name": c}); !ok || d != 0 {
 					return fmt.Errorf("queue %s depth %v (present: %v)", c, d, ok)
 				}
 			}
@@ -468,7 +468,7 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 func writeRequests(m metrics) float64 {
 	var n float64
 	for _, verb := range []string{"POST", "PUT", "PATCH", "DELETE"} {
-		v, _ := m.Find("rest_client_requests_total", map[string]string{"method": verb})
+		v, _ := m.Sum("rest_client_requests_total", map[string]string{"method": verb})
 		n += v
 	}
 	return n

@@ -102,7 +102,7 @@ func TestTheOperatorReportsThroughEventsAndMetrics(t *testing.T) {
 				{"caliban_workspaces", map[string]string{"phase": "Ready"}, func(v float64) bool { return v == 1 }, "1"},
 				{"caliban_workspaces", map[string]string{"phase": "Failed"}, func(v float64) bool { return v == 1 }, "1"},
 			} {
-				v, ok := m.Find(w.name, w.labels)
+				v, ok := m.Sum(w.name, w.labels)
 				if !ok || !w.check(v) {
 					return fmt.Errorf("%s%v = %v (present: %v), want %s", w.name, w.labels, v, ok, w.what)
 				}
@@ -134,10 +134,10 @@ func TestAnOperatorWatchingOneNamespaceLeavesOthersAlone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := m.Find("caliban_tasks", nil); n != 1 {
+	if n, _ := m.Sum("caliban_tasks", nil); n != 1 {
 		t.Errorf("the operator's cache holds %v tasks, want the watched namespace's 1", n)
 	}
-	if n, _ := m.Find("caliban_workspaces", nil); n != 1 {
+	if n, _ := m.Sum("caliban_workspaces", nil); n != 1 {
 		t.Errorf("the operator's cache holds %v workspaces, want the watched namespace's 1", n)
 	}
 	task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(other).Get(ctx, "task", metav1.GetOptions{})
@@ -255,7 +255,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := m.Find("caliban_controller_sync_errors_total", map[string]string{"controller": "calibantask"}); n == 0 {
+	if n, _ := m.Sum("caliban_controller_sync_errors_total", map[string]string{"controller": "calibantask"}); n == 0 {
 		t.Error("caliban_controller_sync_errors_total{controller=calibantask} is 0 after a failed sync")
 	}
 

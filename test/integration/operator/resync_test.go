@@ -125,8 +125,8 @@ func TestResyncsWriteNothingInTheSteadyState(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		taskSyncs, _ = m.Find("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"})
-		workspaceSyncs, _ = m.Find("caliban_controller_syncs_total", map[string]string{"controller": "workspace"})
+		taskSyncs, _ = m.Sum("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"})
+		workspaceSyncs, _ = m.Sum("caliban_controller_syncs_total", map[string]string{"controller": "workspace"})
 		return taskSyncs, workspaceSyncs, writeRequests(m)
 	}
 	taskSyncsBefore, workspaceSyncsBefore, writesBefore := counts()
