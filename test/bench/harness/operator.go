@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat.
@@ -71,7 +73,7 @@ func startOperator(name, bin, logPath string, env ...string) (*operatorProcess, 
 		"CALIBAN_PPROF_BIND_ADDRESS=" + p.pprofAddr,
 	}, env...)
 	p.cmd = exec.Command(bin)
-	p.cmd.Env = operatorEnv(vars...)
+	p.cmd.Env = framework.OperatorEnv(vars...)
 	w := io.MultiWriter(p.log, p.tail)
 	p.cmd.Stdout, p.cmd.Stderr = w, w
 	// The benchmark dying must not leave an operator writing to a cluster
@@ -88,22 +90,6 @@ func startOperator(name, bin, logPath string, env ...string) (*operatorProcess, 
 		close(p.exited)
 	}()
 	return p, nil
-}
-
-// operatorEnv is the process environment without operator settings,
-// identity or KUBECONFIG inherited from the caller, plus vars.
-func operatorEnv(vars ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, "CALIBAN_"), strings.HasPrefix(name, "CALIBAND_"),
-			name == "POD_NAME", name == "CONTROLLER_POD_NAME", name == "HOSTNAME", name == "KUBECONFIG":
-			continue
-		}
-		env = append(env, kv)
-	}
-	return append(env, vars...)
 }
 
 // watchExit cancels ctx when the process exits before Stop was called: the

@@ -61,7 +61,7 @@ func startOperator(t *testing.T, name, ns string, env ...string) *operatorProces
 		"CALIBAN_LOG_VERBOSITY=4",
 	}
 	p.cmd = exec.Command(bin)
-	p.cmd.Env = operatorEnv(append(vars, env...)...)
+	p.cmd.Env = framework.OperatorEnv(append(vars, env...)...)
 	p.cmd.Stdout = p.output
 	p.cmd.Stderr = p.output
 	// A test binary that dies without cleaning up takes the operator with
@@ -85,33 +85,6 @@ func startOperator(t *testing.T, name, ns string, env ...string) *operatorProces
 	})
 	t.Cleanup(func() { p.Stop(t) })
 	return p
-}
-
-// operatorEnv is the process environment without any operator setting
-// inherited from the test's own environment, plus vars (later entries
-// replace earlier ones of the same name).
-func operatorEnv(vars ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		name, _, _ := strings.Cut(kv, "=")
-		switch {
-		case strings.HasPrefix(name, "CALIBAN_"), strings.HasPrefix(name, "CALIBAND_"),
-			name == "POD_NAME", name == "CONTROLLER_POD_NAME", name == "HOSTNAME", name == "KUBECONFIG":
-			continue
-		}
-		env = append(env, kv)
-	}
-	index := map[string]int{}
-	for _, kv := range vars {
-		name, _, _ := strings.Cut(kv, "=")
-		if i, ok := index[name]; ok {
-			env[i] = kv
-			continue
-		}
-		index[name] = len(env)
-		env = append(env, kv)
-	}
-	return env
 }
 
 // Stop sends SIGTERM, waits for the exit (SIGKILL after stopTimeout) and
@@ -226,7 +199,7 @@ func (b *syncBuffer) String() string {
 func runOperatorToExit(t testing.TB, timeout time.Duration, env ...string) (code int, stdout, stderr string, err error) {
 	t.Helper()
 	cmd := exec.Command(operatorBinary(t))
-	cmd.Env = operatorEnv(append([]string{
+	cmd.Env = framework.OperatorEnv(append([]string{
 		"KUBECONFIG=" + cluster.Kubeconfig,
 		fmt.Sprintf("CALIBAN_METRICS_BIND_ADDRESS=127.0.0.1:%d", freePort(t)),
 		"CALIBAN_LEADER_ELECTION=false",
