@@ -7,7 +7,8 @@
 // Environment:
 //
 //	BENCH_N                tasks in the burst (default 1000)
-//	BENCH_PACED            tasks of the paced phase, at 50/s (default 300)
+//	BENCH_PACED            tasks of the paced phase (default 300)
+//	BENCH_PACED_RATE       their arrival rate per second (default 50)
 //	BENCH_RESULTS_DIR      where the results go (default test/bench/results)
 //	BENCH_OPERATOR_BINARY  the operator to run (default bin/caliban-operator,
 //	                       which `make bench` builds)
@@ -16,6 +17,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -47,6 +49,11 @@ func run() error {
 	}
 	if cfg.Paced, err = intEnv("BENCH_PACED"); err != nil {
 		return err
+	}
+	if v := os.Getenv("BENCH_PACED_RATE"); v != "" {
+		if cfg.PacedRate, err = strconv.ParseFloat(v, 64); err != nil || cfg.PacedRate <= 0 || math.IsInf(cfg.PacedRate, 0) {
+			return fmt.Errorf("BENCH_PACED_RATE %q is not a positive number", v)
+		}
 	}
 	if v := os.Getenv("BENCH_RESULTS_DIR"); v != "" {
 		cfg.ResultsDir = v
