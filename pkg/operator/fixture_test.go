@@ -108,6 +108,20 @@ func (f *fixture) workspaceController() *WorkspaceController {
 	return c
 }
 
+// provisionedTask is a task admitted, pinned and given its children by one
+// sync, with every write fed back into the caches.
+func (f *fixture) provisionedTask() (*TaskController, *calibanv1alpha1.CalibanTask) {
+	f.t.Helper()
+	tk := task()
+	f.seed(tk, workspace(), secret("key", "api-key"))
+	c := f.taskController()
+	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		f.t.Fatal(err)
+	}
+	f.feedBack(c, tk)
+	return c, tk
+}
+
 // seed puts objects into the informer caches and the fake clientsets.
 func (f *fixture) seed(objs ...runtime.Object) {
 	f.t.Helper()

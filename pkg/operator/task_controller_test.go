@@ -177,15 +177,8 @@ func readyReason(s calibanv1alpha1.CalibanTaskStatus) string {
 // and then proves that another sync performs no write at all.
 func TestASteadyStateSyncWritesNothing(t *testing.T) {
 	f := newFixture(t)
-	tk := task()
-	f.seed(tk, workspace(), secret("key", "api-key"))
-	c := f.taskController()
-
 	// Pass 1: admission, children, Provisioning.
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
-		t.Fatal(err)
-	}
-	f.feedBack(c, tk)
+	c, tk := f.provisionedTask()
 	// The Stage stand-in's part: the Sandbox becomes Ready.
 	sb := f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy()
 	_ = unstructured.SetNestedField(sb.Object, "fix-bug-sbx.team.svc.cluster.local", "status", "serviceFQDN")
@@ -404,13 +397,7 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			tk := task()
-			f.seed(tk, workspace(), secret("key", "api-key"))
-			c := f.taskController()
-			if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
-				t.Fatal(err)
-			}
-			f.feedBack(c, tk)
+			c, tk := f.provisionedTask()
 			tc.change(f, c, tk)
 			f.resetActions()
 			if _, err := c.syncTask(f.ctx, key(tk)); err != nil {

@@ -78,13 +78,7 @@ func TestTaskUpdateMatters(t *testing.T) {
 func TestChildUpdateMatters(t *testing.T) {
 	// Real children of a pinned task, through the informers' transform.
 	f := newFixture(t)
-	tk := task()
-	f.seed(tk, workspace(), secret("key", "api-key"))
-	c := f.taskController()
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
-		t.Fatal(err)
-	}
-	f.feedBack(c, tk)
+	c, tk := f.provisionedTask()
 	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
 	if err != nil {
 		t.Fatal(err)
