@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"reflect"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -47,9 +46,8 @@ func appliedHash(desired any) (string, []byte, error) {
 // upToDate reports whether a cached child carries the desired one: the same
 // applied hash, and every value desired sets. Fields others set
 // (agent-sandbox's status, another manager's annotation) do not matter.
-func upToDate(live metav1.Object, liveObj, desired any, hash string) bool {
-	return live != nil && !reflect.ValueOf(live).IsNil() &&
-		live.GetAnnotations()[AnnotationAppliedHash] == hash && holds(liveObj, desired)
+func upToDate(live metav1.Object, desired any, hash string) bool {
+	return live.GetAnnotations()[AnnotationAppliedHash] == hash && holds(live, desired)
 }
 
 // stampedServiceAccount is the desired ServiceAccount with its applied hash,

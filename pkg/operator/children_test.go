@@ -129,7 +129,7 @@ func TestChildHashesAreRenderedOncePerTaskVersion(t *testing.T) {
 	pinned := task(func(t *calibanv1alpha1.CalibanTask) {
 		t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{}
 	})
-	first, err := c.desiredHashes(pinned, pinned.Status.ResolvedWorkspace)
+	first, _, err := c.desiredHashes(pinned, pinned.Status.ResolvedWorkspace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,18 +137,18 @@ func TestChildHashesAreRenderedOncePerTaskVersion(t *testing.T) {
 	// (a real task cannot change without a new resourceVersion).
 	same := pinned.DeepCopy()
 	same.Labels = map[string]string{"changed": "yes"}
-	again, err := c.desiredHashes(same, same.Status.ResolvedWorkspace)
+	again, rendered, err := c.desiredHashes(same, same.Status.ResolvedWorkspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again != first {
+	if again != first || rendered != nil {
 		t.Errorf("the same task version rendered again: %+v, then %+v", first, again)
 	}
 	// A new version is rendered anew.
 	edited := same.DeepCopy()
 	edited.ResourceVersion = "2"
 	edited.Status.ResolvedWorkspace.Env = []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}}
-	next, err := c.desiredHashes(edited, edited.Status.ResolvedWorkspace)
+	next, _, err := c.desiredHashes(edited, edited.Status.ResolvedWorkspace)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +157,7 @@ func TestChildHashesAreRenderedOncePerTaskVersion(t *testing.T) {
 	}
 	// Another pin than the task's own is never memoized.
 	other := &calibanv1alpha1.ResolvedWorkspace{}
-	if _, err := c.desiredHashes(edited, other); err != nil {
+	if _, _, err := c.desiredHashes(edited, other); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := c.hashes.get(edited); got != next {

@@ -437,29 +437,36 @@ func warningOf(in builders.TaskStatusInput) string {
 func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
 	logger := klog.FromContext(ctx)
 
-	hashes, err := c.desiredHashes(task, pin)
+	hashes, rendered, err := c.desiredHashes(task, pin)
 	if err != nil {
 		return nil, false, err
 	}
+	// What is up to date needs no rendering; what is not is rendered once.
+	render := func() (*desiredChildren, error) {
+		if rendered == nil {
+			rendered, err = c.renderChildren(task, pin)
+		}
+		return rendered, err
+	}
 	if v := c.cachedView(c.serviceAccounts, task.Namespace, builders.ServiceAccountName(task.Name)); v == nil || v.Holds != hashes.serviceAccount {
-		sa, _, _, err := desiredServiceAccount(task)
+		d, err := render()
 		if err != nil {
 			return nil, false, err
 		}
-		logger.V(4).Info("Applying ServiceAccount", "name", *sa.Name)
-		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, sa, applyOptions); err != nil {
-			return nil, false, fmt.Errorf("applying ServiceAccount %s: %w", *sa.Name, err)
+		logger.V(4).Info("Applying ServiceAccount", "name", *d.serviceAccount.Name)
+		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, d.serviceAccount, applyOptions); err != nil {
+			return nil, false, fmt.Errorf("applying ServiceAccount %s: %w", *d.serviceAccount.Name, err)
 		}
 	}
 
 	if v := c.cachedView(c.networkPolicies, task.Namespace, builders.NetworkPolicyName(task.Name)); v == nil || v.Holds != hashes.networkPolicy {
-		np, _, _, err := desiredNetworkPolicy(task, pin, c.settings)
+		d, err := render()
 		if err != nil {
 			return nil, false, err
 		}
-		logger.V(4).Info("Applying NetworkPolicy", "name", *np.Name)
-		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, np, applyOptions); err != nil {
-			return nil, false, fmt.Errorf("applying NetworkPolicy %s: %w", *np.Name, err)
+		logger.V(4).Info("Applying NetworkPolicy", "name", *d.networkPolicy.Name)
+		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, d.networkPolicy, applyOptions); err != nil {
+			return nil, false, fmt.Errorf("applying NetworkPolicy %s: %w", *d.networkPolicy.Name, err)
 		}
 	}
 
@@ -470,10 +477,11 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	if current != nil && current.Holds == hashes.sandbox {
 		return current.sandbox(), false, nil
 	}
-	desired, _, err := desiredSandbox(task, pin, c.settings)
+	d, err := render()
 	if err != nil {
 		return nil, false, err
 	}
+	desired := d.sandbox
 	logger.V(4).Info("Applying Sandbox", "name", desired.Name)
 	err = c.applySandbox(ctx, desired)
 	if apierrors.IsNotFound(err) {

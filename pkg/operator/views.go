@@ -81,7 +81,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *corev1.ServiceAccount:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if _, want, hash, err := desiredServiceAccount(task); err == nil && upToDate(o, o, want, hash) {
+			if _, want, hash, err := desiredServiceAccount(task); err == nil && upToDate(o, want, hash) {
 				v.Holds = hash
 			}
 		}
@@ -89,7 +89,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if _, want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(o, o, want, hash) {
+			if _, want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(o, want, hash) {
 				v.Holds = hash
 			}
 		}
@@ -97,9 +97,10 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *unstructured.Unstructured:
 		sbAny, _ := sandboxView(o)
 		sb := sbAny.(*sandboxv1beta1.Sandbox)
-		v := &childView{ObjectMeta: compactMeta(sb), SandboxStatus: sb.Status.DeepCopy()}
+		// sb is this object's own conversion, shared with nobody.
+		v := &childView{ObjectMeta: compactMeta(sb), SandboxStatus: &sb.Status}
 		if task := c.ownerTask(sb); task != nil {
-			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(sb, sb, want, hash) {
+			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(sb, want, hash) {
 				v.Holds = hash
 			}
 		}
@@ -179,31 +180,50 @@ func (m *hashMemo) forget(uid types.UID) {
 	delete(m.byTask, uid)
 }
 
+// desiredChildren are a task's three desired children, rendered and
+// stamped, with their hashes.
+type desiredChildren struct {
+	serviceAccount *corev1ac.ServiceAccountApplyConfiguration
+	networkPolicy  *networkingv1ac.NetworkPolicyApplyConfiguration
+	sandbox        *sandboxv1beta1.Sandbox
+	hashes         childHashes
+}
+
+func (c *TaskController) renderChildren(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (*desiredChildren, error) {
+	d := &desiredChildren{hashes: childHashes{resourceVersion: task.ResourceVersion}}
+	var err error
+	if d.serviceAccount, _, d.hashes.serviceAccount, err = desiredServiceAccount(task); err != nil {
+		return nil, err
+	}
+	if d.networkPolicy, _, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings); err != nil {
+		return nil, err
+	}
+	if d.sandbox, d.hashes.sandbox, err = desiredSandbox(task, pin, c.settings); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
 // desiredHashes are the applied hashes of the children task wants under
 // pin, from the memo when the task has not changed since they were taken.
-func (c *TaskController) desiredHashes(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (childHashes, error) {
+// When they had to be rendered, the rendered children come too, so a sync
+// that applies them does not render them twice; nil otherwise.
+func (c *TaskController) desiredHashes(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (childHashes, *desiredChildren, error) {
 	// The memo is keyed by the task alone: it serves only the task's own pin.
 	memoized := pin == task.Status.ResolvedWorkspace
 	if memoized {
 		if h, ok := c.hashes.get(task); ok {
-			return h, nil
+			return h, nil, nil
 		}
 	}
-	h := childHashes{resourceVersion: task.ResourceVersion}
-	var err error
-	if _, _, h.serviceAccount, err = desiredServiceAccount(task); err != nil {
-		return h, err
-	}
-	if _, _, h.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings); err != nil {
-		return h, err
-	}
-	if _, h.sandbox, err = desiredSandbox(task, pin, c.settings); err != nil {
-		return h, err
+	d, err := c.renderChildren(task, pin)
+	if err != nil {
+		return childHashes{}, nil, err
 	}
 	if memoized {
-		c.hashes.put(task.UID, h)
+		c.hashes.put(task.UID, d.hashes)
 	}
-	return h, nil
+	return d.hashes, d, nil
 }
 
 // The desired children, stamped with their applied hash: the sync applies
