@@ -27,6 +27,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanclientv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -423,11 +424,7 @@ func postureCell(ctx context.Context, t *testing.T, ns, name string) string {
 func TestProsperoAndTheOperatorShareStatusConditions(t *testing.T) {
 	ctx := context.Background()
 	ns := cluster.Namespace(t, nil)
-	u := &unstructured.Unstructured{Object: validTask()}
-	if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tasks := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns)
+	tasks := createValidTask(t, ns)
 
 	operator := []byte(`{"apiVersion":"caliban.caliban-ai.dev/v1alpha1","kind":"CalibanTask","metadata":{"name":"task"},
 		"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True","reason":"Running","message":"","lastTransitionTime":"2026-09-15T00:00:00Z"}]}}`)
@@ -630,11 +627,7 @@ func handFilledSandbox(ns string, owner *calibanv1alpha1.CalibanTask) *sandboxv1
 func TestAStatusApplyOnAStaleResourceVersionIsRefused(t *testing.T) {
 	ctx := context.Background()
 	ns := cluster.Namespace(t, nil)
-	u := &unstructured.Unstructured{Object: validTask()}
-	if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(ctx, u, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tasks := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns)
+	tasks := createValidTask(t, ns)
 	seen, err := tasks.Get(ctx, "task", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -662,4 +655,15 @@ func TestAStatusApplyOnAStaleResourceVersionIsRefused(t *testing.T) {
 	if got.Status.ResolvedWorkspace == nil || got.Status.ResolvedWorkspace.Provider.Model != "first" {
 		t.Errorf("pin %+v, want the first one kept", got.Status.ResolvedWorkspace)
 	}
+}
+
+// createValidTask creates validTask ("task") in ns and returns the typed
+// client of that namespace's tasks.
+func createValidTask(t *testing.T, ns string) calibanclientv1alpha1.CalibanTaskInterface {
+	t.Helper()
+	u := &unstructured.Unstructured{Object: validTask()}
+	if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns)
 }
