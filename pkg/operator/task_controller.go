@@ -233,19 +233,34 @@ func (c *TaskController) enqueueOwner(obj any) {
 	if err != nil {
 		return
 	}
-	ref := metav1.GetControllerOf(object)
-	if ref == nil {
-		return
-	}
-	gv, err := schema.ParseGroupVersion(ref.APIVersion)
-	if err != nil || gv.Group != taskGroupKind.Group || ref.Kind != taskGroupKind.Kind {
-		return
-	}
-	task, err := c.tasks.CalibanTasks(object.GetNamespace()).Get(ref.Name)
-	if err != nil || task.UID != ref.UID {
+	task := c.controllingTask(object)
+	if task == nil {
 		return
 	}
 	c.enqueue(task)
+}
+
+// controllingTask is the task a child's controller reference names, from
+// the task cache (with the operator's own recent writes on top), or nil. The
+// reference must name a CalibanTask of this API group with the UID of the
+// task the cache holds under that name.
+func (c *TaskController) controllingTask(child metav1.Object) *calibanv1alpha1.CalibanTask {
+	ref := metav1.GetControllerOf(child)
+	if ref == nil || ref.Kind != taskGroupKind.Kind {
+		return nil
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != taskGroupKind.Group {
+		return nil
+	}
+	obj, exists, err := c.taskCache.GetByKey(child.GetNamespace() + "/" + ref.Name)
+	if err != nil || !exists {
+		return nil
+	}
+	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	if !ok || task.UID != ref.UID {
+		return nil
+	}
+	return task
 }
 
 func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (time.Duration, error) {

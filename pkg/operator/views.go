@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
@@ -109,25 +108,12 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	return obj, nil
 }
 
-// ownerTask is the pinned task that controls a child, from the task cache
-// (with the operator's own recent writes), or nil.
+// ownerTask is the pinned task that controls a child, or nil.
 func (c *TaskController) ownerTask(child metav1.Object) *calibanv1alpha1.CalibanTask {
-	ref := metav1.GetControllerOf(child)
-	if ref == nil || ref.Kind != taskGroupKind.Kind {
-		return nil
+	if task := c.controllingTask(child); task != nil && task.Status.ResolvedWorkspace != nil {
+		return task
 	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != taskGroupKind.Group {
-		return nil
-	}
-	obj, exists, err := c.taskCache.GetByKey(child.GetNamespace() + "/" + ref.Name)
-	if err != nil || !exists {
-		return nil
-	}
-	task, ok := obj.(*calibanv1alpha1.CalibanTask)
-	if !ok || task.UID != ref.UID || task.Status.ResolvedWorkspace == nil {
-		return nil
-	}
-	return task
+	return nil
 }
 
 // cachedView is a child's view from a store, or nil. A store filled without
