@@ -1,7 +1,6 @@
 package operator
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,10 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
@@ -102,37 +99,4 @@ func withHash(ann map[string]string, hash string) map[string]string {
 	}
 	ann[AnnotationAppliedHash] = hash
 	return ann
-}
-
-// sandboxView is the Sandbox informer's transform: the cache keeps the typed
-// view of each Sandbox (what the operator applies and the status it reads)
-// instead of the unstructured object with its managedFields, a fraction of
-// the memory, read with no conversion at every sync. An object that does not
-// fit the view keeps only its metadata: the sync then applies the desired
-// Sandbox again, which is what a foreign change to its fields calls for.
-func sandboxView(obj any) (any, error) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		return obj, nil
-	}
-	sb, err := builders.SandboxFromUnstructured(u)
-	if err != nil {
-		utilruntime.HandleError(err)
-		sb = &sandboxv1beta1.Sandbox{}
-		sb.SetGroupVersionKind(u.GroupVersionKind())
-		sb.Name, sb.Namespace, sb.UID, sb.ResourceVersion, sb.Generation = u.GetName(), u.GetNamespace(), u.GetUID(), u.GetResourceVersion(), u.GetGeneration()
-		sb.Labels, sb.Annotations, sb.OwnerReferences, sb.DeletionTimestamp = u.GetLabels(), u.GetAnnotations(), u.GetOwnerReferences(), u.GetDeletionTimestamp()
-	}
-	sb.ManagedFields = nil
-	return sb, nil
-}
-
-// applySandbox is the Sandbox write through the dynamic client.
-func (c *TaskController) applySandbox(ctx context.Context, desired *sandboxv1beta1.Sandbox) error {
-	u, err := builders.SandboxToUnstructured(desired)
-	if err != nil {
-		return err
-	}
-	_, err = c.dynamic.Resource(sandboxGVR).Namespace(desired.Namespace).Apply(ctx, desired.Name, u, applyOptions)
-	return err
 }

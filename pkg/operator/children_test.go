@@ -2,12 +2,16 @@ package operator
 
 import (
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -15,60 +19,77 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
-func TestSandboxView(t *testing.T) {
-	sandbox := func(spec any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "agents.x-k8s.io/v1beta1", "kind": "Sandbox",
-			"metadata": map[string]any{
-				"name": "t-sbx", "namespace": "team", "uid": "u1", "resourceVersion": "7", "generation": int64(2),
-				"labels":        map[string]any{"app.kubernetes.io/managed-by": "caliban-operator"},
-				"annotations":   map[string]any{AnnotationAppliedHash: "h"},
-				"managedFields": []any{map[string]any{"manager": "caliban-operator", "operation": "Apply"}},
-			},
-			"spec":   spec,
-			"status": map[string]any{"serviceFQDN": "t-sbx.team.svc"},
-		}}
-	}
-	meta := metav1.ObjectMeta{
-		Name: "t-sbx", Namespace: "team", UID: "u1", ResourceVersion: "7", Generation: 2,
-		Labels:      map[string]string{"app.kubernetes.io/managed-by": "caliban-operator"},
-		Annotations: map[string]string{AnnotationAppliedHash: "h"},
-	}
-	tests := map[string]struct {
-		in   any
-		want any
-	}{
-		"a Sandbox becomes its typed view without managedFields": {
-			in: sandbox(map[string]any{"operatingMode": "Running", "replicas": int64(1)}),
-			want: &sandboxv1beta1.Sandbox{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox"},
-				ObjectMeta: meta,
-				Spec:       sandboxv1beta1.SandboxSpec{OperatingMode: sandboxv1beta1.OperatingModeRunning},
-				Status:     sandboxv1beta1.SandboxStatus{ServiceFQDN: "t-sbx.team.svc"},
-			},
+func TestTheSandboxListWatchDecodesTypedSandboxes(t *testing.T) {
+	// A Sandbox as the apiserver sends it, with fields the operator's view
+	// does not declare (replicas) and managedFields.
+	const sandbox = `{"apiVersion":"agents.x-k8s.io/v1beta1","kind":"Sandbox",
+		"metadata":{"name":"t-sbx","namespace":"team","uid":"u1","resourceVersion":"7","generation":2,
+			"labels":{"app.kubernetes.io/managed-by":"caliban-operator"},
+			"annotations":{"caliban.caliban-ai.dev/applied-hash":"h"},
+			"managedFields":[{"manager":"caliban-operator","operation":"Apply"}]},
+		"spec":{"operatingMode":"Running","replicas":1},
+		"status":{"serviceFQDN":"t-sbx.team.svc","replicas":1}}`
+	want := &sandboxv1beta1.Sandbox{
+		TypeMeta: metav1.TypeMeta{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "t-sbx", Namespace: "team", UID: "u1", ResourceVersion: "7", Generation: 2,
+			Labels:        map[string]string{"app.kubernetes.io/managed-by": "caliban-operator"},
+			Annotations:   map[string]string{AnnotationAppliedHash: "h"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "caliban-operator", Operation: metav1.ManagedFieldsOperationApply}},
 		},
-		"a Sandbox that does not fit the view keeps its metadata, so the sync applies it again": {
-			in: sandbox(map[string]any{"podTemplate": "not an object"}),
-			want: &sandboxv1beta1.Sandbox{
-				TypeMeta:   metav1.TypeMeta{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox"},
-				ObjectMeta: meta,
-			},
-		},
-		"a view passes through unchanged": {
-			in:   &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
-			want: &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "x"}},
-		},
+		Spec:   sandboxv1beta1.SandboxSpec{OperatingMode: sandboxv1beta1.OperatingModeRunning},
+		Status: sandboxv1beta1.SandboxStatus{ServiceFQDN: "t-sbx.team.svc"},
 	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			got, err := sandboxView(tc.in)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("view (-want +got):\n%s", diff)
-			}
-		})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/apis/agents.x-k8s.io/v1beta1/namespaces/team/sandboxes" ||
+			r.URL.Query().Get("labelSelector") != "app.kubernetes.io/managed-by=caliban-operator" {
+			t.Errorf("unexpected request %s", r.URL)
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") == "true" {
+			_, _ = io.WriteString(w, `{"type":"MODIFIED","object":`+sandbox+"}\n")
+			return
+		}
+		_, _ = io.WriteString(w, `{"apiVersion":"agents.x-k8s.io/v1beta1","kind":"SandboxList","metadata":{"resourceVersion":"9"},"items":[`+sandbox+`]}`)
+	}))
+	defer srv.Close()
+	client, err := NewSandboxRESTClient(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw := sandboxListWatch(client, "team", func(o *metav1.ListOptions) {
+		o.LabelSelector = "app.kubernetes.io/managed-by=caliban-operator"
+	})
+	ctx := t.Context()
+
+	obj, err := lw.ListWithContext(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, ok := obj.(*sandboxv1beta1.SandboxList)
+	if !ok || len(list.Items) != 1 || list.ResourceVersion != "9" {
+		t.Fatalf("list = %#v, want one Sandbox at resourceVersion 9", obj)
+	}
+	if diff := cmp.Diff(want, &list.Items[0]); diff != "" {
+		t.Errorf("listed Sandbox (-want +got):\n%s", diff)
+	}
+
+	w, err := lw.WatchWithContext(ctx, metav1.ListOptions{ResourceVersion: "9"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	ev, ok := <-w.ResultChan()
+	if !ok || ev.Type != watch.Modified {
+		t.Fatalf("watch event = %v %v, want MODIFIED", ev.Type, ok)
+	}
+	// Like a generated clientset's, the client does not keep the kind of
+	// what it decodes from a watch.
+	want.TypeMeta = metav1.TypeMeta{}
+	if diff := cmp.Diff(want, ev.Object); diff != "" {
+		t.Errorf("watched Sandbox (-want +got):\n%s", diff)
 	}
 }
 
@@ -162,5 +183,54 @@ func TestChildHashesAreRenderedOncePerTaskVersion(t *testing.T) {
 	}
 	if got, _ := c.hashes.get(edited); got != next {
 		t.Errorf("a foreign pin replaced the memo: %+v", got)
+	}
+}
+
+// At start-up the children's events arrive before any sync: their transform
+// hashes what it renders into the memo, so the task's first sync has
+// nothing left to render.
+func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
+	f := newFixture(t)
+	restarted, tk := f.provisionedTask()
+	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb, err := builders.SandboxFromUnstructured(f.lastSandboxApply())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	restarted.hashes.byTask = nil // a new term: an empty memo
+	for _, child := range []any{sa, np, sb} {
+		v, err := restarted.viewOf(child)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.(*childView).Holds == "" {
+			t.Fatalf("%T was found wanting", child)
+		}
+	}
+	got, rendered, err := restarted.desiredHashes(stored, stored.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rendered != nil {
+		t.Error("the first sync rendered the children again")
+	}
+	want, err := restarted.renderChildren(stored, stored.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want.hashes {
+		t.Errorf("memoized hashes %+v, rendered %+v", got, want.hashes)
 	}
 }

@@ -3,6 +3,11 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -10,17 +15,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	core "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanfake "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/fake"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
@@ -34,14 +38,23 @@ type fixture struct {
 	ctx     context.Context
 	kube    *k8sfake.Clientset
 	caliban *calibanfake.Clientset
-	dynamic *dynamicfake.FakeDynamicClient
+	// sandboxClient is the real Sandbox REST client, talking to a test
+	// server that answers applies (serveSandboxes).
+	sandboxClient rest.Interface
 
 	calibanInformers calibaninformerfactory.SharedInformerFactory
 	kubeInformers    informers.SharedInformerFactory
-	dynInformers     dynamicinformer.DynamicSharedInformerFactory
+	sandboxInformer  cache.SharedIndexInformer
 
-	// sandboxApplies are the Sandboxes applied through the dynamic client.
+	// mu guards what serveSandboxes records.
+	mu sync.Mutex
+	// sandboxApplies are the bodies of the Sandbox applies, in order.
 	sandboxApplies []*unstructured.Unstructured
+	// sandboxWrites are those applies as writes lists them.
+	sandboxWrites []string
+	// onSandboxApply, when set, sees each Sandbox apply first; an error
+	// fails the request with 500.
+	onSandboxApply func(name string) error
 	events         *fakeRecorder
 	clock          *clocktesting.FakeClock
 	// sandboxAPI is agent-sandbox's API as the controller sees it: served
@@ -62,35 +75,97 @@ func newFixture(t *testing.T) *fixture {
 		ctx:     ctx,
 		kube:    k8sfake.NewClientset(),
 		caliban: calibanfake.NewClientset(),
-		dynamic: dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
-			map[schema.GroupVersionResource]string{sandboxGVR: "SandboxList"}),
-		events: &fakeRecorder{},
-		clock:  clocktesting.NewFakeClock(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)),
+		events:  &fakeRecorder{},
+		clock:   clocktesting.NewFakeClock(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)),
 	}
-	// The dynamic fake has no schema for Sandboxes to merge an apply with:
-	// answer an apply with what was applied, as a create would.
-	f.dynamic.PrependReactor("patch", "sandboxes", func(a core.Action) (bool, runtime.Object, error) {
-		u := &unstructured.Unstructured{}
-		if err := json.Unmarshal(a.(core.PatchAction).GetPatch(), &u.Object); err != nil {
-			return true, nil, err
-		}
-		f.sandboxApplies = append(f.sandboxApplies, u)
-		return true, u, nil
-	})
+	srv := httptest.NewServer(http.HandlerFunc(f.serveSandboxes))
+	t.Cleanup(srv.Close)
+	sc, err := NewSandboxRESTClient(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.sandboxClient = sc
 	f.calibanInformers = calibaninformerfactory.NewSharedInformerFactory(f.caliban, 0)
 	f.kubeInformers = informers.NewSharedInformerFactory(f.kube, 0)
-	f.dynInformers = dynamicinformer.NewDynamicSharedInformerFactory(f.dynamic, 0)
+	// Never run: tests fill its store, like the generated informers'.
+	f.sandboxInformer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &sandboxv1beta1.Sandbox{}, 0, cache.Indexers{})
 	return f
+}
+
+// serveSandboxes is agent-sandbox's API as far as the task controller uses
+// it: it answers a server-side apply of a Sandbox with the applied object,
+// as a create would (no schema here to merge it with), and records it.
+func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+	q := r.URL.Query()
+	if r.Method != http.MethodPatch || r.Header.Get("Content-Type") != "application/apply-patch+yaml" ||
+		q.Get("fieldManager") != builders.FieldManager || q.Get("force") != "true" {
+		f.t.Errorf("Sandbox API: unexpected %s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
+		http.Error(w, "unexpected request", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	u := &unstructured.Unstructured{}
+	if err == nil {
+		err = json.Unmarshal(body, &u.Object)
+	}
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	hook := f.onSandboxApply
+	f.mu.Unlock()
+	if hook != nil {
+		if err := hook(name); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+	}
+	f.mu.Lock()
+	f.sandboxApplies = append(f.sandboxApplies, u)
+	f.sandboxWrites = append(f.sandboxWrites, "patch sandboxes "+name)
+	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// appliedSandboxes are the Sandbox applies so far.
+func (f *fixture) appliedSandboxes() []*unstructured.Unstructured {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]*unstructured.Unstructured(nil), f.sandboxApplies...)
+}
+
+// lastSandboxApply is the body of the latest Sandbox apply.
+func (f *fixture) lastSandboxApply() *unstructured.Unstructured {
+	f.t.Helper()
+	all := f.appliedSandboxes()
+	if len(all) == 0 {
+		f.t.Fatal("no Sandbox was applied")
+	}
+	return all[len(all)-1]
+}
+
+// cacheSandbox puts a Sandbox, given as the JSON object it is on the wire,
+// into the Sandbox cache in the typed form the informer decodes it to.
+func (f *fixture) cacheSandbox(u *unstructured.Unstructured) {
+	f.t.Helper()
+	sb, err := builders.SandboxFromUnstructured(u)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache(f.sandboxInformer, sb)
 }
 
 func (f *fixture) taskController() *TaskController {
 	f.t.Helper()
-	c, err := NewTaskController(f.caliban, f.kube, f.dynamic,
+	c, err := NewTaskController(f.caliban, f.kube, f.sandboxClient,
 		f.calibanInformers.Caliban().V1alpha1().CalibanTasks(),
 		f.calibanInformers.Caliban().V1alpha1().Workspaces(),
 		f.kubeInformers.Core().V1().ServiceAccounts(),
 		f.kubeInformers.Networking().V1().NetworkPolicies(),
-		f.dynInformers.ForResource(sandboxGVR), &f.sandboxAPI,
+		f.sandboxInformer, &f.sandboxAPI,
 		builders.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
@@ -162,7 +237,7 @@ func (f *fixture) cache(inf cache.SharedIndexInformer, obj any) {
 // "verb resource[/subresource] name".
 func (f *fixture) writes() []string {
 	var out []string
-	for _, actions := range [][]core.Action{f.kube.Actions(), f.caliban.Actions(), f.dynamic.Actions()} {
+	for _, actions := range [][]core.Action{f.kube.Actions(), f.caliban.Actions()} {
 		for _, a := range actions {
 			switch a.GetVerb() {
 			case "get", "list", "watch":
@@ -179,13 +254,17 @@ func (f *fixture) writes() []string {
 			}
 		}
 	}
-	return out
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append(out, f.sandboxWrites...)
 }
 
 func (f *fixture) resetActions() {
 	f.kube.ClearActions()
 	f.caliban.ClearActions()
-	f.dynamic.ClearActions()
+	f.mu.Lock()
+	f.sandboxWrites = nil
+	f.mu.Unlock()
 	f.events.events = nil
 }
 

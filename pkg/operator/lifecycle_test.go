@@ -46,7 +46,10 @@ func TestThePinIsWrittenBeforeAnyChild(t *testing.T) {
 	})
 	f.caliban.PrependReactor("patch", "*", record)
 	f.kube.PrependReactor("patch", "*", record)
-	f.dynamic.PrependReactor("patch", "*", record)
+	f.onSandboxApply = func(string) error {
+		_, _, err := record(core.NewPatchAction(sandboxGVR, "", "", "", nil))
+		return err
+	}
 	c := f.taskController()
 
 	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
@@ -91,8 +94,8 @@ func TestAMissingSandboxAPIIsReportedOnce(t *testing.T) {
 	if len(f.events.events) != 0 {
 		t.Errorf("later syncs emitted %v", f.events.events)
 	}
-	if len(f.sandboxApplies) != 0 {
-		t.Errorf("applied %d Sandboxes without the API", len(f.sandboxApplies))
+	if len(f.appliedSandboxes()) != 0 {
+		t.Errorf("applied %d Sandboxes without the API", len(f.appliedSandboxes()))
 	}
 }
 

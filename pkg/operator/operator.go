@@ -10,11 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -29,7 +28,9 @@ import (
 type Clients struct {
 	Kube    kubernetes.Interface
 	Caliban calibanclient.Interface
-	Dynamic dynamic.Interface
+	// Sandboxes is a REST client for agent-sandbox's Sandboxes
+	// (NewSandboxRESTClient).
+	Sandboxes rest.Interface
 }
 
 // Operator runs both controllers for one leadership term.
@@ -75,24 +76,25 @@ func (o *Operator) Run(ctx context.Context) error {
 		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTransform(dropManagedFields))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
 		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
-	dynFactory := dynamicinformer.NewFilteredDynamicSharedInformerFactory(o.Clients.Dynamic, s.ResyncPeriod, s.WatchNamespace, ownedOnly)
+	sandboxes := newSandboxInformer(o.Clients.Sandboxes, s.WatchNamespace, s.ResyncPeriod, ownedOnly)
+	// Waited for like the factories' informers when the term ends.
+	var sandboxInformer sync.WaitGroup
 
 	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
 	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
-	sandboxes := dynFactory.ForResource(sandboxGVR)
 	// The Sandbox informer starts only once agent-sandbox's API is served:
 	// both controllers run without it, and tasks wait in Provisioning.
 	sandboxAPI := &sandboxAPIWatcher{
 		discovery: o.Clients.Kube.Discovery(),
-		start:     func() { dynFactory.Start(ctx.Done()) },
-		synced:    sandboxes.Informer().HasSynced,
+		start:     func() { sandboxInformer.Go(func() { sandboxes.RunWithContext(ctx) }) },
+		synced:    sandboxes.HasSynced,
 		interval:  sandboxAPIPollInterval,
 	}
 	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
 	}
-	tc, err := NewTaskController(o.Clients.Caliban, o.Clients.Kube, o.Clients.Dynamic, tasks, workspaces,
+	tc, err := NewTaskController(o.Clients.Caliban, o.Clients.Kube, o.Clients.Sandboxes, tasks, workspaces,
 		kubeFactory.Core().V1().ServiceAccounts(), kubeFactory.Networking().V1().NetworkPolicies(),
 		sandboxes, sandboxAPI, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
@@ -116,7 +118,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	defer func() {
 		calibanFactory.Shutdown()
 		kubeFactory.Shutdown()
-		dynFactory.Shutdown()
+		sandboxInformer.Wait()
 	}()
 	// The children's transform checks each child against its task as the
 	// task cache holds it: the child informers start once that cache has

@@ -10,11 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -51,11 +50,12 @@ var taskGroupKind = schema.GroupKind{Group: calibanv1alpha1.GroupName, Kind: "Ca
 // their Sandbox, ServiceAccount and NetworkPolicy applied.
 type TaskController struct {
 	*loop
-	caliban     calibanclient.Interface
-	kube        kubernetes.Interface
-	dynamic     dynamic.Interface
-	tasks       calibanlisters.CalibanTaskLister
-	taskIndexer cache.Indexer
+	caliban calibanclient.Interface
+	kube    kubernetes.Interface
+	// sandboxClient writes Sandboxes (sandbox_client.go).
+	sandboxClient rest.Interface
+	tasks         calibanlisters.CalibanTaskLister
+	taskIndexer   cache.Indexer
 	// taskCache is the task cache with the operator's own status writes on
 	// top, until the informer brings them: the children's transform reads
 	// a task's pin from it, and the pin is written moments before the
@@ -64,8 +64,8 @@ type TaskController struct {
 	hashes     hashMemo
 	workspaces calibanlisters.WorkspaceLister
 	// The children's stores hold views (childView, the informers'
-	// transform viewOf), not the objects: the generated and dynamic
-	// listers would insist on the objects' types.
+	// transform viewOf), not the objects: the generated listers would
+	// insist on the objects' types.
 	serviceAccounts cache.Store
 	networkPolicies cache.Store
 	sandboxes       cache.Store
@@ -83,12 +83,12 @@ type TaskController struct {
 func NewTaskController(
 	caliban calibanclient.Interface,
 	kube kubernetes.Interface,
-	dyn dynamic.Interface,
+	sandboxClient rest.Interface,
 	tasks calibaninformers.CalibanTaskInformer,
 	workspaces calibaninformers.WorkspaceInformer,
 	serviceAccounts coreinformers.ServiceAccountInformer,
 	networkPolicies networkinginformers.NetworkPolicyInformer,
-	sandboxes informers.GenericInformer,
+	sandboxes cache.SharedIndexInformer,
 	sandboxAPI SandboxAPI,
 	settings builders.AgentSettings,
 	recorder Recorder,
@@ -96,18 +96,18 @@ func NewTaskController(
 	clk clock.PassiveClock,
 ) (*TaskController, error) {
 	c := &TaskController{
-		loop:        newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics),
-		caliban:     caliban,
-		kube:        kube,
-		dynamic:     dyn,
-		tasks:       tasks.Lister(),
-		taskIndexer: tasks.Informer().GetIndexer(),
+		loop:          newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics),
+		caliban:       caliban,
+		kube:          kube,
+		sandboxClient: sandboxClient,
+		tasks:         tasks.Lister(),
+		taskIndexer:   tasks.Informer().GetIndexer(),
 		taskCache: cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), tasks.Informer().GetStore(),
 			cache.MutationCacheOptions{TTL: time.Minute, MaxCacheSize: 4096}),
 		workspaces:      workspaces.Lister(),
 		serviceAccounts: serviceAccounts.Informer().GetStore(),
 		networkPolicies: networkPolicies.Informer().GetStore(),
-		sandboxes:       sandboxes.Informer().GetStore(),
+		sandboxes:       sandboxes.GetStore(),
 		sandboxAPI:      sandboxAPI,
 		settings:        settings,
 		recorder:        recorder,
@@ -176,7 +176,7 @@ func NewTaskController(
 	for kind, inf := range map[string]cache.SharedIndexInformer{
 		"ServiceAccount": serviceAccounts.Informer(),
 		"NetworkPolicy":  networkPolicies.Informer(),
-		"Sandbox":        sandboxes.Informer(),
+		"Sandbox":        sandboxes,
 	} {
 		if err := inf.SetTransform(c.viewOf); err != nil {
 			return nil, fmt.Errorf("setting the %s transform: %w", kind, err)

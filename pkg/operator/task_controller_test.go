@@ -153,8 +153,8 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 					t.Errorf("Ready reason %q, want %q", got, tc.reason)
 				}
 			}
-			if len(f.sandboxApplies) != tc.sandboxes {
-				t.Errorf("applied %d Sandboxes, want %d", len(f.sandboxApplies), tc.sandboxes)
+			if len(f.appliedSandboxes()) != tc.sandboxes {
+				t.Errorf("applied %d Sandboxes, want %d", len(f.appliedSandboxes()), tc.sandboxes)
 			}
 			if diff := cmp.Diff(tc.events, f.events.reasons()); diff != "" {
 				t.Errorf("events (-want +got):\n%s", diff)
@@ -180,12 +180,12 @@ func TestASteadyStateSyncWritesNothing(t *testing.T) {
 	// Pass 1: admission, children, Provisioning.
 	c, tk := f.provisionedTask()
 	// The Stage stand-in's part: the Sandbox becomes Ready.
-	sb := f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy()
+	sb := f.lastSandboxApply().DeepCopy()
 	_ = unstructured.SetNestedField(sb.Object, "fix-bug-sbx.team.svc.cluster.local", "status", "serviceFQDN")
 	_ = unstructured.SetNestedSlice(sb.Object, []any{map[string]any{
 		"type": "Ready", "status": "True", "reason": "DependenciesReady", "message": "Pod is Ready", "lastTransitionTime": "2026-09-01T12:00:00Z",
 	}}, "status", "conditions")
-	f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
+	f.cacheSandbox(sb)
 
 	// Pass 2: Running.
 	f.resetActions()
@@ -239,8 +239,8 @@ func (f *fixture) feedBack(c *TaskController, tk *calibanv1alpha1.CalibanTask) {
 		f.t.Fatal(err)
 	}
 	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
-	if live := c.liveSandbox(stored); live == nil && len(f.sandboxApplies) > 0 {
-		f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy())
+	if live := c.liveSandbox(stored); live == nil && len(f.appliedSandboxes()) > 0 {
+		f.cacheSandbox(f.lastSandboxApply().DeepCopy())
 	}
 }
 
@@ -377,20 +377,20 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 		},
 		"someone changed the caliband image in the Sandbox": {
 			change: func(f *fixture, _ *TaskController, _ *calibanv1alpha1.CalibanTask) {
-				sb := f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy()
+				sb := f.lastSandboxApply().DeepCopy()
 				containers, _, _ := unstructured.NestedSlice(sb.Object, "spec", "podTemplate", "spec", "containers")
 				containers[0].(map[string]any)["image"] = "evil:latest"
 				_ = unstructured.SetNestedSlice(sb.Object, containers, "spec", "podTemplate", "spec", "containers")
-				f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
+				f.cacheSandbox(sb)
 			},
 			want: []string{"patch sandboxes fix-bug-sbx"},
 		},
 		"another controller labelled the Sandbox and set its status": {
 			change: func(f *fixture, _ *TaskController, _ *calibanv1alpha1.CalibanTask) {
-				sb := f.sandboxApplies[len(f.sandboxApplies)-1].DeepCopy()
+				sb := f.lastSandboxApply().DeepCopy()
 				_ = unstructured.SetNestedField(sb.Object, "a", "metadata", "labels", "team")
 				_ = unstructured.SetNestedField(sb.Object, "x=y", "status", "selector")
-				f.cache(f.dynInformers.ForResource(sandboxGVR).Informer(), sb)
+				f.cacheSandbox(sb)
 			},
 		},
 	}

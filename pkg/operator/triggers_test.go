@@ -87,7 +87,7 @@ func TestChildUpdateMatters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sb := f.sandboxApplies[len(f.sandboxApplies)-1]
+	sb := f.lastSandboxApply()
 	view := func(obj any, rv string, mods ...func(any)) *childView {
 		var o runtime.Object
 		switch x := obj.(type) {
@@ -101,6 +101,14 @@ func TestChildUpdateMatters(t *testing.T) {
 		o.(metav1.Object).SetResourceVersion(rv)
 		for _, m := range mods {
 			m(o)
+		}
+		// The informer decodes a Sandbox into its typed form.
+		if u, ok := o.(*unstructured.Unstructured); ok {
+			sb, err := builders.SandboxFromUnstructured(u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o = sb
 		}
 		v, err := c.viewOf(o)
 		if err != nil {
@@ -153,8 +161,10 @@ func TestChildUpdateMatters(t *testing.T) {
 			}),
 		},
 		"a Sandbox being deleted matters": {
-			old:  view(sb, "5"),
-			new:  view(sb, "6", func(o any) { o.(metav1.Object).SetDeletionTimestamp(&metav1.Time{}) }),
+			old: view(sb, "5"),
+			new: view(sb, "6", func(o any) {
+				o.(metav1.Object).SetDeletionTimestamp(&metav1.Time{Time: time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)})
+			}),
 			want: true,
 		},
 		"a ServiceAccount that starts automounting its token matters": {

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
@@ -80,26 +79,42 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *corev1.ServiceAccount:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if _, want, hash, err := desiredServiceAccount(task); err == nil && upToDate(o, want, hash) {
-				v.Holds = hash
+			if _, want, hash, err := desiredServiceAccount(task); err == nil {
+				c.hashes.record(task, func(h *childHashes) { h.serviceAccount = hash })
+				if upToDate(o, want, hash) {
+					v.Holds = hash
+				}
 			}
 		}
 		return v, nil
 	case *networkingv1.NetworkPolicy:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if _, want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(o, want, hash) {
-				v.Holds = hash
+			if _, want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil {
+				c.hashes.record(task, func(h *childHashes) { h.networkPolicy = hash })
+				if upToDate(o, want, hash) {
+					v.Holds = hash
+				}
 			}
 		}
 		return v, nil
-	case *unstructured.Unstructured:
-		sbAny, _ := sandboxView(o)
-		sb := sbAny.(*sandboxv1beta1.Sandbox)
-		// sb is this object's own conversion, shared with nobody.
-		v := &childView{ObjectMeta: compactMeta(sb), SandboxStatus: &sb.Status}
-		if task := c.ownerTask(sb); task != nil {
-			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings); err == nil && upToDate(sb, want, hash) {
+	case *sandboxv1beta1.Sandbox:
+		// A copy: a pointer into o would keep all of o, pod template and
+		// all, alive for as long as the view.
+		status := o.Status
+		v := &childView{ObjectMeta: compactMeta(o), SandboxStatus: &status}
+		if task := c.ownerTask(o); task != nil {
+			// Hashing the rendered Sandbox costs more than rendering it; the
+			// hash is taken once per version of the task.
+			want := builders.BuildSandbox(task, task.Status.ResolvedWorkspace, c.settings)
+			hash := c.hashes.partial(task).sandbox
+			if hash != "" {
+				want.Annotations = withHash(want.Annotations, hash)
+			} else if h, err := stampSandbox(want); err == nil {
+				hash = h
+				c.hashes.record(task, func(h *childHashes) { h.sandbox = hash })
+			}
+			if hash != "" && upToDate(o, want, hash) {
 				v.Holds = hash
 			}
 		}
@@ -135,29 +150,57 @@ type childHashes struct {
 	serviceAccount, networkPolicy, sandbox string
 }
 
+// complete reports that all three hashes are known.
+func (h childHashes) complete() bool {
+	return h.serviceAccount != "" && h.networkPolicy != "" && h.sandbox != ""
+}
+
 // hashMemo remembers each task's childHashes: the children are a pure
 // function of the task (spec and pin) and the settings, so while the task's
 // resourceVersion stands a sync need not render them to know there is
-// nothing to apply, which is every resync.
+// nothing to apply, which is every resync. The children's transform fills
+// it kind by kind as their events arrive, so the first sync after a restart
+// finds it complete.
 type hashMemo struct {
 	mu     sync.Mutex
 	byTask map[types.UID]childHashes
 }
 
+// get returns the task's three hashes, if all are known for its
+// resourceVersion.
 func (m *hashMemo) get(task *calibanv1alpha1.CalibanTask) (childHashes, bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	h, ok := m.byTask[task.UID]
-	return h, ok && h.resourceVersion == task.ResourceVersion && task.ResourceVersion != ""
+	h := m.partial(task)
+	return h, h.complete()
 }
 
-func (m *hashMemo) put(uid types.UID, h childHashes) {
+// partial returns what is known for the task's resourceVersion; a hash not
+// known yet is "".
+func (m *hashMemo) partial(task *calibanv1alpha1.CalibanTask) childHashes {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.byTask[task.UID]; ok && h.resourceVersion == task.ResourceVersion && task.ResourceVersion != "" {
+		return h
+	}
+	return childHashes{}
+}
+
+// record sets some of the task's hashes for its resourceVersion, dropping
+// what was known for an earlier one.
+func (m *hashMemo) record(task *calibanv1alpha1.CalibanTask, set func(*childHashes)) {
+	if task.ResourceVersion == "" {
+		return
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.byTask == nil {
 		m.byTask = map[types.UID]childHashes{}
 	}
-	m.byTask[uid] = h
+	h := m.byTask[task.UID]
+	if h.resourceVersion != task.ResourceVersion {
+		h = childHashes{resourceVersion: task.ResourceVersion}
+	}
+	set(&h)
+	m.byTask[task.UID] = h
 }
 
 func (m *hashMemo) forget(uid types.UID) {
@@ -207,7 +250,7 @@ func (c *TaskController) desiredHashes(task *calibanv1alpha1.CalibanTask, pin *c
 		return childHashes{}, nil, err
 	}
 	if memoized {
-		c.hashes.put(task.UID, d.hashes)
+		c.hashes.record(task, func(h *childHashes) { *h = d.hashes })
 	}
 	return d.hashes, d, nil
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -86,9 +85,9 @@ func newClients(cfg *rest.Config) (operator.Clients, error) {
 	if err != nil {
 		return operator.Clients{}, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	sandboxes, err := operator.NewSandboxRESTClient(cfg)
 	if err != nil {
 		return operator.Clients{}, err
 	}
-	return operator.Clients{Kube: kube, Caliban: cal, Dynamic: dyn}, nil
+	return operator.Clients{Kube: kube, Caliban: cal, Sandboxes: sandboxes}, nil
 }

@@ -231,6 +231,28 @@ func (p *operatorProcess) profile(ctx context.Context, name, query, path string,
 	return os.WriteFile(path, body, 0o644)
 }
 
+// profileFromStart waits up to 10 s for the pprof endpoint to answer, then
+// saves a CPU profile of the next secs seconds to path.
+func (p *operatorProcess) profileFromStart(ctx context.Context, secs int, path string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, _, err := p.get(ctx, p.pprofAddr, "/debug/pprof/", time.Second)
+		if err == nil && code == http.StatusOK {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("pprof endpoint not answering: code %d, %v", code, err)
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	d := time.Duration(secs) * time.Second
+	return p.profile(ctx, "profile", "seconds="+strconv.Itoa(secs), path, d+30*time.Second)
+}
+
 // freePort asks the kernel for a free loopback port. Another process could
 // take it before the operator binds it; the operator would then exit
 // naming the address, and the run fails.

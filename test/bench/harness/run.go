@@ -463,9 +463,24 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 		return err
 	}
 	defer func() { _ = op.Stop() }()
+	// The start's CPU profile begins as soon as the pprof endpoint answers,
+	// a few milliseconds into the process, and outlasts the start itself
+	// (idle time adds no samples).
+	cpuPath := filepath.Join(b.cfg.ResultsDir, res.Stem+"-coldstart-cpu.pprof")
+	profileDone := make(chan error, 1)
+	go func() {
+		secs := max(10, total/250)
+		profileDone <- op.profileFromStart(ctx, secs, cpuPath)
+	}()
 	cs, err := b.waitStarted(ctx, op, total)
 	if err != nil {
 		return err
+	}
+	if err := <-profileDone; err != nil {
+		b.logf("  no cold-start CPU profile: %v", err)
+		_ = os.Remove(cpuPath)
+	} else {
+		res.Profiles = append(res.Profiles, cpuPath)
 	}
 	after, err := b.apiserverFlows(ctx)
 	if err != nil {
