@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -232,5 +233,33 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 	}
 	if got != want.hashes {
 		t.Errorf("memoized hashes %+v, rendered %+v", got, want.hashes)
+	}
+}
+
+// A restart checks no child before the task cache has synced: a child
+// checked against a task not listed yet would be found wanting and applied
+// again.
+func TestAChildIsCheckedOnlyOnceTheGateOpens(t *testing.T) {
+	f := newFixture(t)
+	c, tk := f.provisionedTask()
+	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	c.checkChildrenAfter(gate)
+	viewed := make(chan *childView, 1)
+	go func() {
+		v, _ := c.viewOf(sa)
+		viewed <- v.(*childView)
+	}()
+	select {
+	case <-viewed:
+		t.Fatal("the child was checked before the gate opened")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if v := <-viewed; v.Holds == "" {
+		t.Error("once the gate opened, the child was found wanting")
 	}
 }

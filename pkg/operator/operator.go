@@ -121,11 +121,16 @@ func (o *Operator) Run(ctx context.Context) error {
 		sandboxInformer.Wait()
 	}()
 	// The children's transform checks each child against its task as the
-	// task cache holds it: the child informers start once that cache has
-	// synced, or a restart would find every child wanting and apply it.
-	if !cache.WaitForNamedCacheSyncWithContext(ctx, tasks.Informer().HasSynced) {
-		return nil
-	}
+	// task cache holds it, so it waits for that cache to sync, or a restart
+	// would find every child wanting and apply it again. The child
+	// informers start now all the same: their lists travel and decode
+	// while the tasks' do, and only the checks wait.
+	tasksSynced := make(chan struct{})
+	go func() {
+		defer close(tasksSynced) // also when the term ends unsynced: nothing may wait forever
+		cache.WaitForCacheSync(ctx.Done(), tasks.Informer().HasSynced)
+	}()
+	tc.checkChildrenAfter(tasksSynced)
 	kubeFactory.Start(ctx.Done())
 
 	errs := make(chan error, 2)

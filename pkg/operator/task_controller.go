@@ -60,8 +60,11 @@ type TaskController struct {
 	// top, until the informer brings them: the children's transform reads
 	// a task's pin from it, and the pin is written moments before the
 	// children whose events it checks.
-	taskCache  cache.MutationCache
-	hashes     hashMemo
+	taskCache cache.MutationCache
+	hashes    hashMemo
+	// childGate, when set, holds the children's transform back until it
+	// is closed (checkChildrenAfter).
+	childGate  <-chan struct{}
 	workspaces calibanlisters.WorkspaceLister
 	// The children's stores hold views (childView, the informers'
 	// transform viewOf), not the objects: the generated listers would

@@ -69,10 +69,12 @@ func compactMeta(m metav1.Object) metav1.ObjectMeta {
 }
 
 // viewOf is the transform of the three child informers: it checks the full
-// object against what its task wants now and keeps the view. The task cache
-// must have synced before the child informers start, or every child would be
-// found wanting and applied again at start-up.
+// object against what its task wants now and keeps the view. It waits for
+// the gate set by checkChildrenAfter, if any.
 func (c *TaskController) viewOf(obj any) (any, error) {
+	if c.childGate != nil {
+		<-c.childGate
+	}
 	switch o := obj.(type) {
 	case *childView:
 		return o, nil
@@ -122,6 +124,12 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	}
 	return obj, nil
 }
+
+// checkChildrenAfter makes the children's transform wait until gate is
+// closed: the task cache must have synced before a child is checked against
+// its task, or every child would be found wanting and applied again at
+// start-up. Call it before the child informers start.
+func (c *TaskController) checkChildrenAfter(gate <-chan struct{}) { c.childGate = gate }
 
 // ownerTask is the pinned task that controls a child, or nil.
 func (c *TaskController) ownerTask(child metav1.Object) *calibanv1alpha1.CalibanTask {

@@ -39,6 +39,10 @@ type Config struct {
 
 	// CPUProfile is how long the CPU profile taken during the burst runs.
 	CPUProfile time.Duration
+	// ColdStartProfile is how long the cold start's CPU profile runs; by
+	// default the larger of 10 s and a second per 250 tasks, longer than
+	// the start on this machine.
+	ColdStartProfile time.Duration
 
 	// RunningTimeout bounds the wait for a phase's tasks to be Running.
 	RunningTimeout time.Duration
@@ -84,6 +88,9 @@ func (c Config) Defaults() Config {
 	}
 	if c.CPUProfile <= 0 {
 		c.CPUProfile = 30 * time.Second
+	}
+	if c.ColdStartProfile <= 0 {
+		c.ColdStartProfile = max(10*time.Second, time.Duration(c.N+c.Paced)*time.Second/250)
 	}
 	if c.RunningTimeout <= 0 {
 		// 10 minutes per thousand tasks: far beyond any healthy run, so

@@ -469,8 +469,7 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	cpuPath := filepath.Join(b.cfg.ResultsDir, res.Stem+"-coldstart-cpu.pprof")
 	profileDone := make(chan error, 1)
 	go func() {
-		secs := max(10, total/250)
-		profileDone <- op.profileFromStart(ctx, secs, cpuPath)
+		profileDone <- op.profileFromStart(ctx, max(1, int(b.cfg.ColdStartProfile.Seconds())), cpuPath)
 	}()
 	cs, err := b.waitStarted(ctx, op, total)
 	if err != nil {

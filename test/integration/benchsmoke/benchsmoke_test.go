@@ -41,6 +41,7 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 		CeilingConcurrency: 8,
 		ResyncSeconds:      3,
 		CPUProfile:         2 * time.Second,
+		ColdStartProfile:   2 * time.Second,
 		RunningTimeout:     2 * time.Minute,
 		OperatorBinary:     bin,
 		ResultsDir:         dir,
@@ -77,8 +78,8 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 	if png, err := os.ReadFile(res.Plot); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
 		t.Errorf("%s is not a PNG (%v)", res.Plot, err)
 	}
-	if len(res.Profiles) != 3 {
-		t.Errorf("profiles %v, want two CPU profiles and a heap profile from the operator's pprof endpoint", res.Profiles)
+	if len(res.Profiles) != 4 {
+		t.Errorf("profiles %v, want three CPU profiles (burst, cold start, steady state) and a heap profile from the operator's pprof endpoint", res.Profiles)
 	}
 	t.Logf("report:\n%s", res.Markdown)
 }
