@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -151,12 +152,30 @@ func (f *fixture) lastSandboxApply() *unstructured.Unstructured {
 // into the Sandbox cache in the typed form the informer decodes it to.
 func (f *fixture) cacheSandbox(u *unstructured.Unstructured) {
 	f.t.Helper()
-	sb, err := builders.SandboxFromUnstructured(u)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.cache(f.sandboxInformer, sb)
+	f.cache(f.sandboxInformer, watchedSandbox(f.t, u))
 }
+
+// watchedSandbox is a Sandbox as the informer's watch decodes it: typed,
+// and without its kind.
+func watchedSandbox(t *testing.T, u *unstructured.Unstructured) *sandboxv1beta1.Sandbox {
+	t.Helper()
+	body, err := json.Marshal(u.Object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := runtime.Decode(watchDecoder, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj.(*sandboxv1beta1.Sandbox)
+}
+
+// watchDecoder decodes JSON like the Sandbox REST client.
+var watchDecoder = func() runtime.Decoder {
+	ns := serializer.NewCodecFactory(sandboxScheme).WithoutConversion()
+	info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	return ns.DecoderToVersion(info.Serializer, sandboxv1beta1.SchemeGroupVersion)
+}()
 
 func (f *fixture) taskController() *TaskController {
 	f.t.Helper()

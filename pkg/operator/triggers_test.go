@@ -104,11 +104,7 @@ func TestChildUpdateMatters(t *testing.T) {
 		}
 		// The informer decodes a Sandbox into its typed form.
 		if u, ok := o.(*unstructured.Unstructured); ok {
-			sb, err := builders.SandboxFromUnstructured(u)
-			if err != nil {
-				t.Fatal(err)
-			}
-			o = sb
+			o = watchedSandbox(t, u)
 		}
 		v, err := c.viewOf(o)
 		if err != nil {

@@ -116,6 +116,9 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 				hash = h
 				c.hashes.record(task, func(h *childHashes) { h.sandbox = hash })
 			}
+			// A watch decodes objects without their kind, which the
+			// comparison must not ask for then.
+			want.TypeMeta = metav1.TypeMeta{}
 			if hash != "" && upToDate(o, want, hash) {
 				v.Holds = hash
 			}
