@@ -9,15 +9,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
 )
 
 // The Sandbox is agent-sandbox's type, not the operator's, so no clientset
@@ -52,11 +54,32 @@ func NewSandboxRESTClient(base *rest.Config) (rest.Interface, error) {
 	cfg.APIPath = "/apis"
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = serializer.NewCodecFactory(sandboxScheme).WithoutConversion()
+	cfg.NegotiatedSerializer = newJSONCodecs(sandboxScheme)
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	return rest.RESTClientFor(cfg)
+}
+
+// NewCalibanClient is the generated clientset for the operator's own
+// resources, over a REST client whose JSON decoding skips the extra pass
+// client-go makes to learn each object's kind (codec.go).
+func NewCalibanClient(base *rest.Config) (calibanclient.Interface, error) {
+	cfg := rest.CopyConfig(base)
+	gv := calibanv1alpha1.SchemeGroupVersion
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = newJSONCodecs(calibanscheme.Scheme)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return calibanclient.New(rc), nil
 }
 
 // newSandboxInformer is a shared informer of the Sandboxes in namespace (all

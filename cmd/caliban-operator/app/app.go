@@ -15,7 +15,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
-	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	"github.com/caliban-ai/caliban-operator/pkg/operator"
 )
 
@@ -81,7 +80,7 @@ func newClients(cfg *rest.Config) (operator.Clients, error) {
 	if err != nil {
 		return operator.Clients{}, err
 	}
-	cal, err := calibanclient.NewForConfig(cfg)
+	cal, err := operator.NewCalibanClient(cfg)
 	if err != nil {
 		return operator.Clients{}, err
 	}

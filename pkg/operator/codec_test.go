@@ -1,0 +1,124 @@
+package operator
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+)
+
+// leadingKind must give client-go's answer for every valid document but a
+// watch event's envelope ("type", then "object"), which it takes to have no
+// kind of its own without reading on; it may only read less.
+func TestLeadingKindAgreesWithClientGo(t *testing.T) {
+	tests := map[string]string{
+		"a custom resource as the apiserver writes it": `{"apiVersion":"agents.x-k8s.io/v1beta1","kind":"Sandbox","metadata":{"name":"a"},"spec":{}}`,
+		"kind before apiVersion":                       `{"kind":"CalibanTask","apiVersion":"caliban.caliban-ai.dev/v1alpha1","spec":{"x":1}}`,
+		"a core kind, no group":                        `{"apiVersion":"v1","kind":"Status","status":"Failure","code":409}`,
+		"a list, whose kind follows its items":         `{"apiVersion":"agents.x-k8s.io/v1beta1","items":[{"apiVersion":"x/v1","kind":"Inner"}],"kind":"SandboxList","metadata":{}}`,
+		"kind after a nested object":                   `{"metadata":{"kind":"Decoy"},"apiVersion":"x/v1","kind":"Real"}`,
+		"a watch event's envelope":                     `{"type":"ADDED","object":{"apiVersion":"x/v1","kind":"Inner"}}`,
+		"a type member that is not an envelope's":      `{"apiVersion":"x/v1","type":"Opaque","data":{},"kind":"Secret"}`,
+		"scalars of every sort before the kind":        `{"n":1.5,"b":true,"z":null,"s":"x","apiVersion":"x/v1","kind":"K"}`,
+		"no kind at all":                               `{"metadata":{},"spec":{}}`,
+		"an empty object":                              `{}`,
+		"escaped strings":                              `{"apiVersion":"x\/v1","kind":"K\u0069nd"}`,
+	}
+	for name, doc := range tests {
+		t.Run(name, func(t *testing.T) {
+			want, wantErr := kjson.DefaultMetaFactory.Interpret([]byte(doc))
+			got, err := leadingKind{}.Interpret([]byte(doc))
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("error %v, client-go's %v", err, wantErr)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("kind (-client-go +leadingKind):\n%s", diff)
+			}
+		})
+	}
+	// The one exception: an envelope is not read past its object.
+	got, err := leadingKind{}.Interpret([]byte(`{"type":"ADDED","object":{},"kind":"Outer","apiVersion":"x/v1"}`))
+	if err != nil || *got != (schema.GroupVersionKind{}) {
+		t.Errorf("an envelope's kind = %v, %v; want none", got, err)
+	}
+}
+
+// isEnvelope reports whether doc's first two members are "type", a
+// scalar, then "object", an object or array.
+func isEnvelope(doc []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	var toks []any
+	for range 5 {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		toks = append(toks, tok)
+	}
+	_, typeNested := toks[2].(json.Delim)
+	_, objectNested := toks[4].(json.Delim)
+	return toks[0] == json.Delim('{') && toks[1] == "type" && !typeNested && toks[3] == "object" && objectNested
+}
+
+// repeatsKind reports whether doc's top level has more than one member
+// named apiVersion or kind, in any case.
+func repeatsKind(doc []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	seen := map[string]int{}
+	depth, expectKey := 0, false
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return seen["apiversion"] > 1 || seen["kind"] > 1
+		}
+		switch tok {
+		case json.Delim('{'):
+			depth++
+			expectKey = depth == 1
+			continue
+		case json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		default:
+			if depth == 1 && expectKey {
+				seen[strings.ToLower(tok.(string))]++
+				expectKey = false
+				continue
+			}
+		}
+		expectKey = depth == 1
+	}
+}
+
+func FuzzLeadingKindAgreesWithClientGo(f *testing.F) {
+	for _, seed := range []string{
+		`{"apiVersion":"a/v1","kind":"K","spec":{}}`,
+		`{"type":"ADDED","object":{"kind":"K"}}`,
+		`{"items":[],"kind":"L","apiVersion":"v1"}`,
+		`{"type":1,"object":[],"kind":"K"}`,
+		`[]`, `"x"`, `{"kind":"K"`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		want, wantErr := kjson.DefaultMetaFactory.Interpret(doc)
+		if wantErr != nil {
+			return // invalid JSON: the decode that follows fails either way
+		}
+		if repeatsKind(doc) {
+			return // the documented exception
+		}
+		got, err := leadingKind{}.Interpret(doc)
+		if err != nil {
+			t.Fatalf("error %v on %q, which client-go reads as %v", err, doc, want)
+		}
+		if *got != *want && !(isEnvelope(doc) && *got == schema.GroupVersionKind{}) {
+			t.Fatalf("%q: kind %v, client-go's %v", doc, got, want)
+		}
+	})
+}
