@@ -3,12 +3,21 @@ package operator
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
+	restclientwatch "k8s.io/client-go/rest/watch"
+
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
 // leadingKind must give client-go's answer for every valid document but a
@@ -121,4 +130,44 @@ func FuzzLeadingKindAgreesWithClientGo(f *testing.F) {
 			t.Fatalf("%q: kind %v, client-go's %v", doc, got, want)
 		}
 	})
+}
+
+// BenchmarkSandboxWatchEvent decodes one Sandbox watch event the way the
+// REST client does (frame, envelope, object), with client-go's own codecs
+// and with jsonCodecs.
+func BenchmarkSandboxWatchEvent(b *testing.B) {
+	tk := task()
+	ws := workspace()
+	provider, _ := builders.ResolveProvider(&ws.Spec, "")
+	sb, err := builders.SandboxToUnstructured(builders.BuildSandbox(tk, builders.PinWorkspace(tk, &ws.Spec, provider), builders.DefaultAgentSettings()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sb.SetResourceVersion("12345")
+	sb.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "caliban-operator", Operation: metav1.ManagedFieldsOperationApply,
+		FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:labels":{}},"f:spec":{"f:podTemplate":{}}}`)}}})
+	// As the apiserver writes it: the envelope's members in its struct's
+	// order, the custom resource's sorted (a map).
+	event, err := json.Marshal(metav1.WatchEvent{Type: "MODIFIED", Object: runtime.RawExtension{Object: sb}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for name, codecs := range map[string]runtime.NegotiatedSerializer{
+		"client-go codecs": serializer.NewCodecFactory(sandboxScheme).WithoutConversion(),
+		"jsonCodecs":       newJSONCodecs(sandboxScheme),
+	} {
+		b.Run(name, func(b *testing.B) {
+			info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
+			embedded := codecs.DecoderToVersion(info.Serializer, sandboxv1beta1.SchemeGroupVersion)
+			b.SetBytes(int64(len(event)))
+			b.ReportAllocs()
+			for b.Loop() {
+				frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(event)))
+				d := restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), embedded)
+				if _, obj, err := d.Decode(); err != nil || obj.(*sandboxv1beta1.Sandbox).ResourceVersion != "12345" {
+					b.Fatalf("decoded %v, %v", obj, err)
+				}
+			}
+		})
+	}
 }
