@@ -197,14 +197,7 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa, np := f.servedChildren(tk)
 	sb, err := builders.SandboxFromUnstructured(f.lastSandboxApply())
 	if err != nil {
 		t.Fatal(err)
@@ -242,10 +235,7 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 func TestAChildIsCheckedOnlyOnceTheGateOpens(t *testing.T) {
 	f := newFixture(t)
 	c, tk := f.provisionedTask()
-	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa, _ := f.servedChildren(tk)
 	gate := make(chan struct{})
 	c.checkChildrenAfter(gate)
 	viewed := make(chan *childView, 1)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -129,6 +130,21 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)
+}
+
+// servedChildren are the task's ServiceAccount and NetworkPolicy as the
+// fake clientset holds them after a sync applied them.
+func (f *fixture) servedChildren(tk *calibanv1alpha1.CalibanTask) (*corev1.ServiceAccount, *networkingv1.NetworkPolicy) {
+	f.t.Helper()
+	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metaGet)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return sa, np
 }
 
 // appliedSandboxes are the Sandbox applies so far.

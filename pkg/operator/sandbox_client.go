@@ -46,41 +46,35 @@ func newSandboxScheme() *runtime.Scheme {
 var sandboxParameterCodec = runtime.NewParameterCodec(sandboxScheme)
 
 // NewSandboxRESTClient is a client for agent-sandbox's Sandbox API
-// (agents.x-k8s.io/v1beta1) that speaks JSON, the only encoding a custom
-// resource has.
+// (agents.x-k8s.io/v1beta1).
 func NewSandboxRESTClient(base *rest.Config) (rest.Interface, error) {
-	cfg := rest.CopyConfig(base)
-	gv := sandboxv1beta1.SchemeGroupVersion
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = newJSONCodecs(sandboxScheme)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	return rest.RESTClientFor(cfg)
+	return customResourceClient(base, sandboxv1beta1.SchemeGroupVersion, sandboxScheme)
 }
 
 // NewCalibanClient is the generated clientset for the operator's own
 // resources, over a REST client whose JSON decoding skips the extra pass
 // client-go makes to learn each object's kind (codec.go).
 func NewCalibanClient(base *rest.Config) (calibanclient.Interface, error) {
-	cfg := rest.CopyConfig(base)
-	gv := calibanv1alpha1.SchemeGroupVersion
-	cfg.GroupVersion = &gv
-	cfg.APIPath = "/apis"
-	cfg.ContentType = runtime.ContentTypeJSON
-	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = newJSONCodecs(calibanscheme.Scheme)
-	if cfg.UserAgent == "" {
-		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientFor(cfg)
+	rc, err := customResourceClient(base, calibanv1alpha1.SchemeGroupVersion, calibanscheme.Scheme)
 	if err != nil {
 		return nil, err
 	}
 	return calibanclient.New(rc), nil
+}
+
+// customResourceClient is a REST client for one group version of custom
+// resources, which speak JSON alone, decoded with jsonCodecs.
+func customResourceClient(base *rest.Config, gv schema.GroupVersion, scheme *runtime.Scheme) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(base)
+	cfg.GroupVersion = &gv
+	cfg.APIPath = "/apis"
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = newJSONCodecs(scheme)
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	return rest.RESTClientFor(cfg)
 }
 
 // newSandboxInformer is a shared informer of the Sandboxes in namespace (all

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
 func TestTaskUpdateMatters(t *testing.T) {
@@ -79,14 +78,7 @@ func TestChildUpdateMatters(t *testing.T) {
 	// Real children of a pinned task, through the informers' transform.
 	f := newFixture(t)
 	c, tk := f.provisionedTask()
-	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa, np := f.servedChildren(tk)
 	sb := f.lastSandboxApply()
 	view := func(obj any, rv string, mods ...func(any)) *childView {
 		var o runtime.Object
