@@ -46,10 +46,44 @@ type operatorProcess struct {
 // failed.
 func startOperator(t *testing.T, name, ns string, env ...string) *operatorProcess {
 	t.Helper()
+	// The free port can be taken (by any outgoing connection's ephemeral
+	// port) before the operator binds it. The operator then exits at once
+	// naming the address: try another port, rather than fail the test on
+	// the machine's luck.
+	for attempt := 1; ; attempt++ {
+		p := launchOperator(t, name, fmt.Sprintf("127.0.0.1:%d", freePort(t)), ns, env...)
+		if !p.lostItsPort() || attempt == 3 {
+			return p
+		}
+		t.Logf("operator %s: metrics address %s was taken meanwhile; trying another port", name, p.metricsAddr)
+	}
+}
+
+// lostItsPort waits until the operator listens on its metrics address, and
+// reports whether it exited instead because the address was in use.
+func (p *operatorProcess) lostItsPort() bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.exited:
+			return strings.Contains(p.output.String(), "address already in use")
+		default:
+		}
+		if c, err := net.DialTimeout("tcp", p.metricsAddr, time.Second); err == nil {
+			_ = c.Close()
+			return false
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+func launchOperator(t *testing.T, name, metricsAddr, ns string, env ...string) *operatorProcess {
+	t.Helper()
 	bin := operatorBinary(t)
 	p := &operatorProcess{
 		name:        name,
-		metricsAddr: fmt.Sprintf("127.0.0.1:%d", freePort(t)),
+		metricsAddr: metricsAddr,
 		output:      &syncBuffer{},
 		exited:      make(chan struct{}),
 	}
@@ -162,18 +196,33 @@ func (p *operatorProcess) waitReady(t testing.TB, timeout time.Duration) {
 	})
 }
 
-// freePort asks the kernel for a free loopback port. Another process could
-// take it before the operator binds it; the operator would then exit naming
-// CALIBAN_METRICS_BIND_ADDRESS.
+// freePort asks the kernel for a free loopback port that this test binary
+// has not handed out before: parallel tests must not get the same one. Any
+// other process could still take it before the operator binds it; the
+// operator would then exit naming CALIBAN_METRICS_BIND_ADDRESS, and the
+// start is tried again (startOperator, runOperatorToExit).
 func freePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		_ = ln.Close()
+		if !handedOut.ports[port] {
+			handedOut.ports[port] = true
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
 
 // syncBuffer is a bytes.Buffer safe for the process's writers and the
 // test's readers.
@@ -197,6 +246,19 @@ func (b *syncBuffer) String() string {
 // runOperatorToExit runs the binary with env (added to the defaults of
 // startOperator) and waits up to timeout for it to exit on its own.
 func runOperatorToExit(t testing.TB, timeout time.Duration, env ...string) (code int, stdout, stderr string, err error) {
+	t.Helper()
+	// As in startOperator: a metrics port taken meanwhile is the machine's
+	// luck, not the test's answer.
+	for attempt := 1; ; attempt++ {
+		code, stdout, stderr, err = runOperatorOnce(t, timeout, env...)
+		if err != nil || attempt == 3 || !strings.Contains(stderr, "CALIBAN_METRICS_BIND_ADDRESS 127.0.0.1:") ||
+			!strings.Contains(stderr, "address already in use") {
+			return code, stdout, stderr, err
+		}
+	}
+}
+
+func runOperatorOnce(t testing.TB, timeout time.Duration, env ...string) (code int, stdout, stderr string, err error) {
 	t.Helper()
 	cmd := exec.Command(operatorBinary(t))
 	cmd.Env = framework.OperatorEnv(append([]string{
