@@ -1,8 +1,11 @@
 package operator
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -73,7 +76,8 @@ func (leadingKind) Interpret(data []byte) (*schema.GroupVersionKind, error) {
 
 // jsonCodecs is a runtime.NegotiatedSerializer for clients of custom
 // resources: JSON alone, no conversion (what a generated clientset's
-// WithoutConversion codec factory does), with leadingKind.
+// WithoutConversion codec factory does), with leadingKind and, for watch
+// streams, objectFramer.
 type jsonCodecs struct {
 	scheme *runtime.Scheme
 	info   runtime.SerializerInfo
@@ -84,7 +88,7 @@ func newJSONCodecs(scheme *runtime.Scheme) jsonCodecs {
 	return jsonCodecs{scheme: scheme, info: runtime.SerializerInfo{
 		MediaType: runtime.ContentTypeJSON, MediaTypeType: "application", MediaTypeSubType: "json",
 		EncodesAsText: true, Serializer: s,
-		StreamSerializer: &runtime.StreamSerializerInfo{EncodesAsText: true, Serializer: s, Framer: kjson.Framer},
+		StreamSerializer: &runtime.StreamSerializerInfo{EncodesAsText: true, Serializer: s, Framer: objectFramer{}},
 	}}
 }
 
@@ -99,3 +103,95 @@ func (c jsonCodecs) EncoderForVersion(e runtime.Encoder, gv runtime.GroupVersion
 func (jsonCodecs) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
 	return runtime.WithoutVersionDecoder{Decoder: d}
 }
+
+// objectFramer splits a watch stream into its JSON objects by counting
+// braces outside strings, a byte loop, where client-go's JSON framer runs
+// encoding/json's full scanner over every byte only to find where each
+// object ends (the decode that follows checks the JSON anyway).
+type objectFramer struct{}
+
+func (objectFramer) NewFrameReader(r io.ReadCloser) io.ReadCloser {
+	return &objectFrameReader{r: r, br: bufio.NewReaderSize(r, 32<<10)}
+}
+
+func (objectFramer) NewFrameWriter(w io.Writer) io.Writer { return kjson.Framer.NewFrameWriter(w) }
+
+type objectFrameReader struct {
+	r  io.ReadCloser
+	br *bufio.Reader
+	// frame is the current object; remaining, what of it Read has not
+	// handed out yet.
+	frame, remaining []byte
+}
+
+// Read follows client-go's framer contract: one whole object per call, or
+// as much as fits with io.ErrShortBuffer and the rest on the next calls.
+func (f *objectFrameReader) Read(data []byte) (int, error) {
+	if len(f.remaining) == 0 {
+		if err := f.next(); err != nil {
+			return 0, err
+		}
+		f.remaining = f.frame
+	}
+	n := copy(data, f.remaining)
+	f.remaining = f.remaining[n:]
+	if len(f.remaining) > 0 {
+		return n, io.ErrShortBuffer
+	}
+	return n, nil
+}
+
+// next reads the next object into f.frame. io.EOF between objects is the
+// stream's end; within one, io.ErrUnexpectedEOF.
+func (f *objectFrameReader) next() error {
+	f.frame = f.frame[:0]
+	for {
+		b, err := f.br.ReadByte()
+		if err != nil {
+			return err
+		}
+		if b == ' ' || b == '\n' || b == '\r' || b == '\t' {
+			continue
+		}
+		if b != '{' {
+			return fmt.Errorf("reading a watch stream: want a JSON object, found %q", b)
+		}
+		f.frame = append(f.frame, b)
+		break
+	}
+	depth, inString, escaped := 1, false, false
+	for depth > 0 {
+		chunk, err := f.br.Peek(max(1, f.br.Buffered()))
+		if len(chunk) == 0 {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return err
+		}
+		i := 0
+		for ; i < len(chunk) && depth > 0; i++ {
+			switch c := chunk[i]; {
+			case inString:
+				switch {
+				case escaped:
+					escaped = false
+				case c == '\\':
+					escaped = true
+				case c == '"':
+					inString = false
+				}
+			case c == '"':
+				inString = true
+			case c == '{' || c == '[':
+				depth++
+			case c == '}' || c == ']':
+				depth--
+			}
+		}
+		f.frame = append(f.frame, chunk[:i]...)
+		_, _ = f.br.Discard(i)
+	}
+	return nil
+}
+
+func (f *objectFrameReader) Close() error { return f.r.Close() }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -132,9 +133,9 @@ func FuzzLeadingKindAgreesWithClientGo(f *testing.F) {
 	})
 }
 
-// BenchmarkSandboxWatchEvent decodes one Sandbox watch event the way the
-// REST client does (frame, envelope, object), with client-go's own codecs
-// and with jsonCodecs.
+// BenchmarkSandboxWatchEvent decodes Sandbox watch events the way the REST
+// client does (frame, envelope, object), with client-go's own codecs and
+// with jsonCodecs.
 func BenchmarkSandboxWatchEvent(b *testing.B) {
 	tk := task()
 	ws := workspace()
@@ -159,15 +160,106 @@ func BenchmarkSandboxWatchEvent(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
 			embedded := codecs.DecoderToVersion(info.Serializer, sandboxv1beta1.SchemeGroupVersion)
+			// One watch stream carries many events: a decoder per 1,000.
+			const perStream = 1000
+			stream := bytes.Repeat(append(event, '\n'), perStream)
+			var d *restclientwatch.Decoder
 			b.SetBytes(int64(len(event)))
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
-				frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(event)))
-				d := restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), embedded)
+				if i%perStream == 0 {
+					frames := info.StreamSerializer.Framer.NewFrameReader(io.NopCloser(bytes.NewReader(stream)))
+					d = restclientwatch.NewDecoder(streaming.NewDecoder(frames, info.StreamSerializer.Serializer), embedded)
+				}
+				i++
 				if _, obj, err := d.Decode(); err != nil || obj.(*sandboxv1beta1.Sandbox).ResourceVersion != "12345" {
 					b.Fatalf("decoded %v, %v", obj, err)
 				}
 			}
 		})
 	}
+}
+
+// frames reads every frame of stream through framer, delivering the
+// stream a byte at a time and reading into a buffer of size bufSize that
+// grows on io.ErrShortBuffer, as client-go's streaming decoder does.
+func frames(framer runtime.Framer, stream []byte, bufSize int) ([]string, error) {
+	r := framer.NewFrameReader(io.NopCloser(iotest.OneByteReader(bytes.NewReader(stream))))
+	var out []string
+	for {
+		buf, base := make([]byte, bufSize), 0
+		for {
+			n, err := r.Read(buf[base:])
+			if err == io.ErrShortBuffer {
+				base += n
+				buf = append(buf, make([]byte, len(buf))...)
+				continue
+			}
+			if err == io.EOF {
+				return out, nil
+			}
+			if err != nil {
+				return out, err
+			}
+			base += n
+			break
+		}
+		out = append(out, string(buf[:base]))
+	}
+}
+
+func TestObjectFramerCutsWhereClientGoDoes(t *testing.T) {
+	tests := map[string]string{
+		"watch events, one per line":               `{"type":"ADDED","object":{"kind":"K","spec":{"a":[1,{"b":2}]}}}` + "\n" + `{"type":"DELETED","object":{}}` + "\n",
+		"braces and quotes inside strings":         `{"s":"}{][\"\\","t":"\\\\"}{"u":"\\\"}"}`,
+		"whitespace of every sort between objects": " \t\r\n{}\n\n{\"a\":{}}  ",
+		"unicode and escapes":                      `{"msg":"caf\u00e9 ☕ \n \" }"}`,
+		"nothing":                                  "",
+	}
+	for name, stream := range tests {
+		for _, size := range []int{1, 7, 1024} {
+			want, wantErr := frames(kjson.Framer, []byte(stream), size)
+			got, err := frames(objectFramer{}, []byte(stream), size)
+			if wantErr != nil || err != nil {
+				t.Fatalf("%s, buffer %d: errors %v, client-go's %v", name, size, err, wantErr)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s, buffer %d: frames (-client-go +objectFramer):\n%s", name, size, diff)
+			}
+		}
+	}
+}
+
+func TestObjectFramerFailsOnATruncatedObject(t *testing.T) {
+	if _, err := frames(objectFramer{}, []byte(`{"a":{"b":1}`), 8); err != io.ErrUnexpectedEOF {
+		t.Errorf("error %v, want io.ErrUnexpectedEOF", err)
+	}
+	if _, err := frames(objectFramer{}, []byte(`[1]`), 8); err == nil {
+		t.Error("a stream of something else than objects was framed")
+	}
+}
+
+func FuzzObjectFramerCutsWhereClientGoDoes(f *testing.F) {
+	for _, seed := range []string{`{"a":"}"}{"b":[{}]}`, `{"s":"\\\""}` + "\n{}", ` {} `} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		want, err := frames(kjson.Framer, stream, 16)
+		if err != nil {
+			return // not a stream of JSON values
+		}
+		for _, fr := range want {
+			if !strings.HasPrefix(fr, "{") {
+				return // a watch stream holds objects alone
+			}
+		}
+		got, err := frames(objectFramer{}, stream, 16)
+		if err != nil {
+			t.Fatalf("%q: %v, where client-go framed %q", stream, err, want)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("%q: frames (-client-go +objectFramer):\n%s", stream, diff)
+		}
+	})
 }
