@@ -25,8 +25,6 @@ import (
 // check alone cannot see.
 const AnnotationAppliedHash = "caliban.caliban-ai.dev/applied-hash"
 
-var sandboxGVR = sandboxv1beta1.SchemeGroupVersion.WithResource(builders.SandboxResource)
-
 var applyOptions = metav1.ApplyOptions{FieldManager: builders.FieldManager, Force: true}
 
 // appliedHash is the applied-hash annotation's value for a desired object,

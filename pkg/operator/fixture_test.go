@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -186,11 +185,10 @@ func watchedSandbox(t *testing.T, u *unstructured.Unstructured) *sandboxv1beta1.
 	return obj.(*sandboxv1beta1.Sandbox)
 }
 
-// watchDecoder decodes JSON like the Sandbox REST client.
+// watchDecoder decodes JSON as the Sandbox REST client does.
 var watchDecoder = func() runtime.Decoder {
-	ns := serializer.NewCodecFactory(sandboxScheme).WithoutConversion()
-	info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
-	return ns.DecoderToVersion(info.Serializer, sandboxv1beta1.SchemeGroupVersion)
+	codecs := newJSONCodecs(sandboxScheme)
+	return codecs.DecoderToVersion(codecs.info.Serializer, sandboxv1beta1.SchemeGroupVersion)
 }()
 
 func (f *fixture) taskController() *TaskController {

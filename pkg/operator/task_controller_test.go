@@ -229,15 +229,8 @@ func (f *fixture) feedBack(c *TaskController, tk *calibanv1alpha1.CalibanTask) {
 		f.t.Fatal(err)
 	}
 	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
-	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metav1.GetOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
+	sa, np := f.servedChildren(tk)
 	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
-	np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metav1.GetOptions{})
-	if err != nil {
-		f.t.Fatal(err)
-	}
 	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
 	if live := c.liveSandbox(stored); live == nil && len(f.appliedSandboxes()) > 0 {
 		f.cacheSandbox(f.lastSandboxApply().DeepCopy())
