@@ -1,6 +1,7 @@
 package builders
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -372,12 +373,16 @@ func TestBuildSandboxResources(t *testing.T) {
 // field, so the rendered object must not carry "resources: {}".
 func TestTheSandboxApplyBodyOmitsClearedResources(t *testing.T) {
 	s := parsedSettings(t, map[string]string{"CALIBAND_CPU_REQUEST": "", "CALIBAND_MEMORY_REQUEST": ""})
-	u, err := SandboxToUnstructured(BuildSandbox(task("t"), pin(pinSources(srcCaliban)), s))
+	body, err := SandboxApplyBody(BuildSandbox(task("t"), pin(pinSources(srcCaliban)), s))
 	if err != nil {
 		t.Fatal(err)
 	}
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
 	for _, field := range []string{"containers", "initContainers"} {
-		containers, _, err := unstructured.NestedSlice(u.Object, "spec", "podTemplate", "spec", field)
+		containers, _, err := unstructured.NestedSlice(doc, "spec", "podTemplate", "spec", field)
 		if err != nil || len(containers) != 1 {
 			t.Fatalf("%s = %v (%v), want one", field, containers, err)
 		}

@@ -1,6 +1,7 @@
 package builders
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,60 @@ func TestSandboxFromUnstructured(t *testing.T) {
 		_, err := SandboxFromUnstructured(u)
 		if err == nil || !strings.Contains(err.Error(), "ns/s") {
 			t.Errorf("err = %v, want an error naming ns/s", err)
+		}
+	})
+}
+
+func TestSandboxApplyBodyIsTheUnstructuredDocument(t *testing.T) {
+	tests := map[string]*sandboxv1beta1.Sandbox{
+		"a container with nothing configured has no resources": sandboxFixture(),
+		"a container's resources are kept when set": func() *sandboxv1beta1.Sandbox {
+			sb := sandboxFixture()
+			sb.Spec.PodTemplate.Spec.InitContainers = []corev1.Container{{Name: "clone", Image: "git"}}
+			sb.Spec.PodTemplate.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("1Gi")}
+			return sb
+		}(),
+	}
+	for name, sb := range tests {
+		t.Run(name, func(t *testing.T) {
+			u, err := SandboxToUnstructured(sb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := SandboxApplyBody(sb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got, want map[string]any
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			// Through JSON, so that numbers compare as the apiserver reads them.
+			wantJSON, err := json.Marshal(u.Object)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(wantJSON, &want); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("apply body (-unstructured +body):\n%s", diff)
+			}
+		})
+	}
+	t.Run("a status is never claimed", func(t *testing.T) {
+		sb := sandboxFixture()
+		sb.Status = sandboxv1beta1.SandboxStatus{ServiceFQDN: "t-sbx.ns.svc.cluster.local", PodIPs: []string{"10.0.0.1"}}
+		body, err := SandboxApplyBody(sb)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(body, &got); err != nil {
+			t.Fatal(err)
+		}
+		if st, found := got["status"]; found {
+			t.Errorf("status = %v, want it absent", st)
 		}
 	})
 }

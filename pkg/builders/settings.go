@@ -48,6 +48,7 @@ const (
 	EnvWorkers               = "CALIBAN_WORKERS"
 	EnvKubeAPIQPS            = "CALIBAN_KUBE_API_QPS"
 	EnvKubeAPIBurst          = "CALIBAN_KUBE_API_BURST"
+	EnvKubeAPICompression    = "CALIBAN_KUBE_API_COMPRESSION"
 	EnvLogVerbosity          = "CALIBAN_LOG_VERBOSITY"
 	EnvLogFormat             = "CALIBAN_LOG_FORMAT"
 	EnvWatchNamespace        = "CALIBAN_WATCH_NAMESPACE"

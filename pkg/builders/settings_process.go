@@ -34,8 +34,13 @@ type ProcessSettings struct {
 	Workers          int
 	KubeAPIQPS       float32
 	KubeAPIBurst     int
-	LogVerbosity     int
-	LogFormat        string
+	// KubeAPICompression lets the apiserver gzip its answers. Off by
+	// default: the apiserver compresses a watch stream event by event, which
+	// costs both ends CPU per event to save bandwidth the operator, next to
+	// its apiserver, does not need (docs/adr/0009-performance-at-default-settings.md).
+	KubeAPICompression bool
+	LogVerbosity       int
+	LogFormat          string
 	// WatchNamespace is "" to watch every namespace.
 	WatchNamespace string
 	// ResyncPeriod is the informers' periodic resync: every object is
@@ -140,6 +145,7 @@ func (p *envParser) process(podNamespace string) ProcessSettings {
 	p.atLeast(EnvWorkers, 1, &s.Workers)
 	p.qps(&s.KubeAPIQPS)
 	p.atLeast(EnvKubeAPIBurst, 1, &s.KubeAPIBurst)
+	p.boolean(EnvKubeAPICompression, &s.KubeAPICompression)
 	p.atLeast(EnvLogVerbosity, 0, &s.LogVerbosity)
 	p.logFormat(&s.LogFormat)
 	p.namespace(EnvWatchNamespace, &s.WatchNamespace)

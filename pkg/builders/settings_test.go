@@ -23,7 +23,7 @@ var settingsNames = []string{
 	"CALIBAN_LEADER_ELECTION", "CALIBAN_LEASE_NAME", "CALIBAN_LEASE_NAMESPACE",
 	"CALIBAN_LEASE_DURATION_SECONDS", "CALIBAN_LEASE_GRACE_SECONDS", "POD_NAME", "HOSTNAME", "CONTROLLER_POD_NAME",
 	"CALIBAN_AGENT_SECCOMP_PROFILE", "CALIBAN_METRICS_BIND_ADDRESS", "CALIBAN_WORKERS",
-	"CALIBAN_KUBE_API_QPS", "CALIBAN_KUBE_API_BURST", "CALIBAN_LOG_VERBOSITY", "CALIBAN_LOG_FORMAT",
+	"CALIBAN_KUBE_API_QPS", "CALIBAN_KUBE_API_BURST", "CALIBAN_KUBE_API_COMPRESSION", "CALIBAN_LOG_VERBOSITY", "CALIBAN_LOG_FORMAT",
 	"CALIBAN_WATCH_NAMESPACE", "CALIBAN_RESYNC_SECONDS", "CALIBAN_PPROF_BIND_ADDRESS",
 }
 
@@ -393,10 +393,11 @@ func TestParseSettings(t *testing.T) {
 		"the client and logging knobs are read": {
 			env: map[string]string{
 				"CALIBAN_WORKERS": "8", "CALIBAN_KUBE_API_QPS": "12.5", "CALIBAN_KUBE_API_BURST": "1",
-				"CALIBAN_LOG_VERBOSITY": "4", "CALIBAN_LOG_FORMAT": "json", "CALIBAN_WATCH_NAMESPACE": "team-a",
+				"CALIBAN_KUBE_API_COMPRESSION": "on",
+				"CALIBAN_LOG_VERBOSITY":        "4", "CALIBAN_LOG_FORMAT": "json", "CALIBAN_WATCH_NAMESPACE": "team-a",
 			},
 			want: func(s *Settings) {
-				s.Workers, s.KubeAPIQPS, s.KubeAPIBurst = 8, 12.5, 1
+				s.Workers, s.KubeAPIQPS, s.KubeAPIBurst, s.KubeAPICompression = 8, 12.5, 1, true
 				s.LogVerbosity, s.LogFormat, s.WatchNamespace = 4, "json", "team-a"
 			},
 		},
@@ -743,6 +744,10 @@ func TestParseSettingsRefuses(t *testing.T) {
 		"a zero burst is refused": {
 			env:  map[string]string{"CALIBAN_KUBE_API_BURST": "0"},
 			want: []string{"CALIBAN_KUBE_API_BURST 0 is outside 1-2147483647"},
+		},
+		"a compression that is not a boolean is refused": {
+			env:  map[string]string{"CALIBAN_KUBE_API_COMPRESSION": "gzip"},
+			want: []string{`CALIBAN_KUBE_API_COMPRESSION "gzip" is not a boolean; use true/false (or 1/0, yes/no, on/off)`},
 		},
 		"a negative verbosity is refused": {
 			env:  map[string]string{"CALIBAN_LOG_VERBOSITY": "-1"},

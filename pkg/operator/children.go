@@ -6,13 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
-	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -29,61 +23,26 @@ var applyOptions = metav1.ApplyOptions{FieldManager: builders.FieldManager, Forc
 
 // appliedHash is the applied-hash annotation's value for a desired object,
 // taken before the annotation is added.
-func appliedHash(desired any) (string, []byte, error) {
+func appliedHash(desired any) (string, error) {
 	body, err := json.Marshal(desired)
 	if err != nil {
-		return "", nil, err
+		return "", err
 	}
 	sum := sha256.Sum256(body)
-	return hex.EncodeToString(sum[:16]), body, nil
+	return hex.EncodeToString(sum[:16]), nil
 }
 
-// upToDate reports whether a cached child carries the desired one: the same
-// applied hash, and every value desired sets. Fields others set
+// upToDate reports whether a cached child carries the desired one (an
+// object of its type or its apply configuration): the same applied hash,
+// and every value desired sets. Fields others set
 // (agent-sandbox's status, another manager's annotation) do not matter.
 func upToDate(live metav1.Object, desired any, hash string) bool {
 	return live.GetAnnotations()[AnnotationAppliedHash] == hash && holds(live, desired)
 }
 
-// stampedServiceAccount is the desired ServiceAccount with its applied hash,
-// and the same object typed, for comparison with the cache.
-func stampedServiceAccount(sa *corev1ac.ServiceAccountApplyConfiguration) (*corev1.ServiceAccount, string, error) {
-	want := &corev1.ServiceAccount{}
-	hash, err := stamp(sa, want)
-	sa.WithAnnotations(map[string]string{AnnotationAppliedHash: hash})
-	return want, hash, err
-}
-
-// stampedNetworkPolicy is stampedServiceAccount for the NetworkPolicy.
-func stampedNetworkPolicy(np *networkingv1ac.NetworkPolicyApplyConfiguration) (*networkingv1.NetworkPolicy, string, error) {
-	want := &networkingv1.NetworkPolicy{}
-	hash, err := stamp(np, want)
-	np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash})
-	return want, hash, err
-}
-
-// stamp hashes an apply configuration and decodes it into typed, which then
-// carries the hash annotation too.
-func stamp(ac any, typed metav1.Object) (string, error) {
-	hash, body, err := appliedHash(ac)
-	if err != nil {
-		return "", err
-	}
-	if err := json.Unmarshal(body, typed); err != nil {
-		return "", err
-	}
-	// The cache's objects carry no type meta (protobuf lists leave it
-	// empty), so the comparison must not ask for it.
-	if o, ok := typed.(runtime.Object); ok {
-		o.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
-	}
-	typed.SetAnnotations(withHash(typed.GetAnnotations(), hash))
-	return hash, nil
-}
-
 // stampSandbox adds the applied-hash annotation to the desired Sandbox.
 func stampSandbox(desired *sandboxv1beta1.Sandbox) (string, error) {
-	hash, _, err := appliedHash(desired)
+	hash, err := appliedHash(desired)
 	if err != nil {
 		return "", fmt.Errorf("hashing Sandbox %s: %w", desired.Name, err)
 	}

@@ -2,33 +2,40 @@ package operator
 
 import (
 	"reflect"
+	"strings"
+	"sync"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 var (
 	quantityType    = reflect.TypeFor[resource.Quantity]()
 	timeType        = reflect.TypeFor[metav1.Time]()
 	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
+	typeMetaACType  = reflect.TypeFor[metav1ac.TypeMetaApplyConfiguration]()
 )
 
-// holds reports whether live, an object of the same Go type as desired,
-// carries every value desired sets: what an apply of desired would leave
-// unchanged. It reads the typed objects in place, with no conversion, so a
+// holds reports whether live carries every value desired sets: what an
+// apply of desired would leave unchanged. desired is an object of live's Go
+// type, or the apply configuration of that type (a generated type whose
+// name ends in ApplyConfiguration), whose fields are matched to live's by
+// JSON name. It reads both in place, with no conversion, so a
 // steady-state sync costs microseconds rather than an unstructured round
-// trip.
+// trip, and checking an apply configuration needs no typed copy of it.
 //
 // "Sets" follows the apply body: a zero scalar, an empty list or map and a
 // nil pointer are not sent, so they are not compared (the server may have
 // defaulted them); a value behind a pointer, in a list or in a map is sent
 // even when zero. Lists must match element by element with the same length,
 // maps by the desired keys. What desired no longer sets at all is not seen
-// here: the applied-hash annotation covers that.
+// here: the applied-hash annotation covers that. The type meta of an apply
+// configuration is not compared: the cache's objects carry none.
 func holds(live, desired any) bool {
 	l, d := reflect.ValueOf(live), reflect.ValueOf(desired)
-	if !l.IsValid() || !d.IsValid() || l.Type() != d.Type() {
+	if !l.IsValid() || !d.IsValid() {
 		return false
 	}
 	return holdsValue(l, d, true)
@@ -42,36 +49,76 @@ func holdsValue(live, desired reflect.Value, explicit bool) bool {
 		if desired.IsNil() {
 			return true
 		}
-		if live.IsNil() {
-			return false
-		}
-		if live.Elem().Type() != desired.Elem().Type() {
-			return false
-		}
-		return holdsValue(live.Elem(), desired.Elem(), true)
-	case reflect.Struct:
-		switch desired.Type() {
-		case quantityType:
-			d, l := desired.Interface().(resource.Quantity), live.Interface().(resource.Quantity)
-			return (!explicit && d.IsZero()) || l.Cmp(d) == 0
-		case timeType:
-			d, l := desired.Interface().(metav1.Time), live.Interface().(metav1.Time)
-			return d.IsZero() || l.Equal(&d)
-		case intOrStringType:
-			return (!explicit && desired.IsZero()) || live.Interface() == desired.Interface()
-		}
-		for i := range desired.NumField() {
-			if !desired.Type().Field(i).IsExported() {
-				continue
+		if live.Kind() == reflect.Pointer || live.Kind() == reflect.Interface {
+			if live.IsNil() {
+				return false
 			}
-			if !holdsValue(live.Field(i), desired.Field(i), false) {
+			live = live.Elem()
+		}
+		return holdsValue(live, desired.Elem(), true)
+	case reflect.Struct:
+		if live.Kind() != reflect.Struct {
+			return false
+		}
+		switch desired.Type() {
+		case quantityType, timeType, intOrStringType:
+			if live.Type() != desired.Type() {
+				return false
+			}
+			switch desired.Type() {
+			case quantityType:
+				d, l := desired.Interface().(resource.Quantity), live.Interface().(resource.Quantity)
+				return (!explicit && d.IsZero()) || l.Cmp(d) == 0
+			case timeType:
+				d, l := desired.Interface().(metav1.Time), live.Interface().(metav1.Time)
+				return d.IsZero() || l.Equal(&d)
+			default:
+				return (!explicit && desired.IsZero()) || live.Interface() == desired.Interface()
+			}
+		}
+		if live.Type() == desired.Type() {
+			for i := range desired.NumField() {
+				if desired.Type().Field(i).IsExported() && !holdsValue(live.Field(i), desired.Field(i), false) {
+					return false
+				}
+			}
+			return true
+		}
+		if !strings.HasSuffix(desired.Type().Name(), "ApplyConfiguration") {
+			return false
+		}
+		liveFields := jsonFields(live.Type())
+		for _, f := range jsonFields(desired.Type()).list {
+			d, err := desired.FieldByIndexErr(f.index)
+			if err != nil {
+				continue // behind a nil embedded pointer: nothing sent
+			}
+			lf, ok := liveFields.byName[f.name]
+			if !ok {
+				if d.IsZero() {
+					continue
+				}
+				return false
+			}
+			l, err := live.FieldByIndexErr(lf.index)
+			if err != nil || !holdsValue(l, d, false) {
 				return false
 			}
 		}
 		return true
 	case reflect.Map:
+		if live.Kind() != reflect.Map {
+			return false
+		}
 		for it := desired.MapRange(); it.Next(); {
-			lv := live.MapIndex(it.Key())
+			k := it.Key()
+			if k.Type() != live.Type().Key() {
+				if !k.Type().ConvertibleTo(live.Type().Key()) {
+					return false
+				}
+				k = k.Convert(live.Type().Key())
+			}
+			lv := live.MapIndex(k)
 			if !lv.IsValid() || !holdsValue(lv, it.Value(), true) {
 				return false
 			}
@@ -81,7 +128,7 @@ func holdsValue(live, desired reflect.Value, explicit bool) bool {
 		if desired.Len() == 0 {
 			return true
 		}
-		if live.Len() != desired.Len() {
+		if (live.Kind() != reflect.Slice && live.Kind() != reflect.Array) || live.Len() != desired.Len() {
 			return false
 		}
 		for i := range desired.Len() {
@@ -94,6 +141,78 @@ func holdsValue(live, desired reflect.Value, explicit bool) bool {
 		if !explicit && desired.IsZero() {
 			return true
 		}
+		if live.Type() != desired.Type() {
+			if live.Kind() != desired.Kind() || !desired.Type().ConvertibleTo(live.Type()) {
+				return false
+			}
+			desired = desired.Convert(live.Type())
+		}
 		return live.Equal(desired)
 	}
+}
+
+// jsonField is a field of a struct as its JSON encoding names it, with the
+// path to it through inlined embedded structs.
+type jsonField struct {
+	name  string
+	index []int
+}
+
+type structFields struct {
+	list   []jsonField
+	byName map[string]jsonField
+}
+
+var jsonFieldCache sync.Map // reflect.Type → *structFields
+
+// jsonFields lists t's fields by JSON name, embedded structs without a name
+// inlined, as encoding/json sees them for the API types (a name taken at a
+// shallower level wins). An apply configuration's type meta is left out.
+func jsonFields(t reflect.Type) *structFields {
+	if f, ok := jsonFieldCache.Load(t); ok {
+		return f.(*structFields)
+	}
+	fs := &structFields{byName: map[string]jsonField{}}
+	var walk func(t reflect.Type, index []int)
+	walk = func(t reflect.Type, index []int) {
+		var inline []reflect.StructField
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			tag := sf.Tag.Get("json")
+			if tag == "-" || (!sf.IsExported() && !sf.Anonymous) {
+				continue
+			}
+			name, _, _ := strings.Cut(tag, ",")
+			path := append(append([]int(nil), index...), i)
+			ft := sf.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			if sf.Anonymous && name == "" && ft.Kind() == reflect.Struct {
+				if ft != typeMetaACType {
+					sf.Index = path
+					inline = append(inline, sf)
+				}
+				continue
+			}
+			if name == "" {
+				name = sf.Name
+			}
+			if _, taken := fs.byName[name]; !taken {
+				f := jsonField{name: name, index: path}
+				fs.byName[name] = f
+				fs.list = append(fs.list, f)
+			}
+		}
+		for _, sf := range inline {
+			ft := sf.Type
+			if ft.Kind() == reflect.Pointer {
+				ft = ft.Elem()
+			}
+			walk(ft, sf.Index)
+		}
+	}
+	walk(t, nil)
+	f, _ := jsonFieldCache.LoadOrStore(t, fs)
+	return f.(*structFields)
 }

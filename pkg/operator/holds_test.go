@@ -8,6 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 )
 
 func TestHolds(t *testing.T) {
@@ -21,6 +24,16 @@ func TestHolds(t *testing.T) {
 				Egress:      []networkingv1.NetworkPolicyEgressRule{{Ports: []networkingv1.NetworkPolicyPort{{Port: &port}}}},
 			},
 		}
+		for _, m := range mods {
+			m(np)
+		}
+		return np
+	}
+	// policyAC is policy() as the builders render it, an apply configuration.
+	policyAC := func(mods ...func(*networkingv1ac.NetworkPolicyApplyConfiguration)) *networkingv1ac.NetworkPolicyApplyConfiguration {
+		np := networkingv1ac.NetworkPolicy("t-netpol", "").WithLabels(map[string]string{"app": "caliband"}).
+			WithSpec(networkingv1ac.NetworkPolicySpec().WithPolicyTypes(networkingv1.PolicyTypeEgress).
+				WithEgress(networkingv1ac.NetworkPolicyEgressRule().WithPorts(networkingv1ac.NetworkPolicyPort().WithPort(port))))
 		for _, m := range mods {
 			m(np)
 		}
@@ -105,6 +118,39 @@ func TestHolds(t *testing.T) {
 		},
 		"objects of different types never hold": {
 			live: &corev1.ServiceAccount{}, desired: &corev1.Secret{},
+		},
+		"an apply configuration holds in the object it built": {
+			live:    policy(func(np *networkingv1.NetworkPolicy) { np.UID, np.Labels["team"] = "u1", "a" }),
+			desired: policyAC(), want: true,
+		},
+		"an apply configuration's type meta is not asked of the cache": {
+			live:    policy(),
+			desired: policyAC().WithKind("NetworkPolicy").WithAPIVersion("networking.k8s.io/v1"), want: true,
+		},
+		"a value an apply configuration sets is compared through its pointer": {
+			live:    policy(func(np *networkingv1.NetworkPolicy) { np.Spec.Egress[0].Ports[0].Protocol = &tcp }),
+			desired: policyAC(func(np *networkingv1ac.NetworkPolicyApplyConfiguration) { np.Spec.Egress[0].Ports[0].WithProtocol(udp) }),
+		},
+		"a list an apply configuration sets must match in length": {
+			live: policy(),
+			desired: policyAC(func(np *networkingv1ac.NetworkPolicyApplyConfiguration) {
+				np.Spec.WithEgress(networkingv1ac.NetworkPolicyEgressRule())
+			}),
+		},
+		"a label an apply configuration sets must be there": {
+			live:    policy(func(np *networkingv1.NetworkPolicy) { np.Labels = nil }),
+			desired: policyAC(),
+		},
+		"an owner reference is compared field by field, kind included": {
+			live: &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{
+				{APIVersion: "caliban.caliban-ai.dev/v1alpha1", Kind: "Workspace", Name: "t", UID: "u1"},
+			}}},
+			desired: corev1ac.ServiceAccount("t", "ns").WithOwnerReferences(metav1ac.OwnerReference().
+				WithAPIVersion("caliban.caliban-ai.dev/v1alpha1").WithKind("CalibanTask").WithName("t").WithUID("u1")),
+		},
+		"a false an apply configuration sets is a value": {
+			live:    &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "t", Namespace: "ns"}},
+			desired: corev1ac.ServiceAccount("t", "ns").WithAutomountServiceAccountToken(false),
 		},
 	}
 	for name, tc := range tests {

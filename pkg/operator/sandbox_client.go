@@ -2,7 +2,6 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -106,11 +105,7 @@ var sandboxApplyOptions = metav1.PatchOptions{FieldManager: builders.FieldManage
 // applySandbox server-side applies the desired Sandbox. The answer is not
 // decoded: the Sandbox's watch brings it to the cache.
 func (c *TaskController) applySandbox(ctx context.Context, desired *sandboxv1beta1.Sandbox) error {
-	u, err := builders.SandboxToUnstructured(desired)
-	if err != nil {
-		return err
-	}
-	body, err := json.Marshal(u.Object)
+	body, err := builders.SandboxApplyBody(desired)
 	if err != nil {
 		return err
 	}

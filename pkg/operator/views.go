@@ -81,7 +81,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *corev1.ServiceAccount:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if _, want, hash, err := desiredServiceAccount(task); err == nil {
+			if want, hash, err := desiredServiceAccount(task); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.serviceAccount = hash })
 				if upToDate(o, want, hash) {
 					v.Holds = hash
@@ -92,7 +92,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if _, want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil {
+			if want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.networkPolicy = hash })
 				if upToDate(o, want, hash) {
 					v.Holds = hash
@@ -232,10 +232,10 @@ type desiredChildren struct {
 func (c *TaskController) renderChildren(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (*desiredChildren, error) {
 	d := &desiredChildren{hashes: childHashes{resourceVersion: task.ResourceVersion}}
 	var err error
-	if d.serviceAccount, _, d.hashes.serviceAccount, err = desiredServiceAccount(task); err != nil {
+	if d.serviceAccount, d.hashes.serviceAccount, err = desiredServiceAccount(task); err != nil {
 		return nil, err
 	}
-	if d.networkPolicy, _, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings); err != nil {
+	if d.networkPolicy, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings); err != nil {
 		return nil, err
 	}
 	if d.sandbox, d.hashes.sandbox, err = desiredSandbox(task, pin, c.settings); err != nil {
@@ -270,22 +270,22 @@ func (c *TaskController) desiredHashes(task *calibanv1alpha1.CalibanTask, pin *c
 // them, the transform checks the cache against them, so both agree on what
 // "up to date" means.
 
-func desiredServiceAccount(task *calibanv1alpha1.CalibanTask) (ac *corev1ac.ServiceAccountApplyConfiguration, want *corev1.ServiceAccount, hash string, err error) {
+func desiredServiceAccount(task *calibanv1alpha1.CalibanTask) (*corev1ac.ServiceAccountApplyConfiguration, string, error) {
 	sa := builders.BuildServiceAccount(task)
-	want, hash, err = stampedServiceAccount(sa)
+	hash, err := appliedHash(sa)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("rendering ServiceAccount %s: %w", *sa.Name, err)
+		return nil, "", fmt.Errorf("rendering ServiceAccount %s: %w", *sa.Name, err)
 	}
-	return sa, want, hash, nil
+	return sa.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
 }
 
-func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (ac *networkingv1ac.NetworkPolicyApplyConfiguration, want *networkingv1.NetworkPolicy, hash string, err error) {
+func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
 	np := builders.BuildNetworkPolicy(task, pin, s)
-	want, hash, err = stampedNetworkPolicy(np)
+	hash, err := appliedHash(np)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
+		return nil, "", fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
 	}
-	return np, want, hash, nil
+	return np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
 }
 
 func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (*sandboxv1beta1.Sandbox, string, error) {

@@ -39,6 +39,7 @@ func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
 		return fmt.Errorf("loading the cluster configuration (KUBECONFIG, else in-cluster): %w", err)
 	}
 	cfg.QPS, cfg.Burst = s.KubeAPIQPS, s.KubeAPIBurst
+	cfg.DisableCompression = !s.KubeAPICompression
 	cfg.UserAgent = builders.FieldManager + "/" + build.Version
 	clients, err := newClients(cfg)
 	if err != nil {
