@@ -253,3 +253,81 @@ func TestAChildIsCheckedOnlyOnceTheGateOpens(t *testing.T) {
 		t.Error("once the gate opened, the child was found wanting")
 	}
 }
+
+// The sync that pins a task renders its children from the pin as written
+// and remembers their hashes for the version it wrote: the children's
+// events that follow are checked without hashing anything again.
+func TestThePinningSyncRemembersTheChildHashes(t *testing.T) {
+	f := newFixture(t)
+	tk := task()
+	f.seed(tk, workspace(), secret("key", "api-key"))
+	c := f.taskController()
+	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, ok := c.hashes.get(stored)
+	if !ok {
+		t.Fatalf("after the pinning sync the memo holds %+v for version %q", got, stored.ResourceVersion)
+	}
+	want, err := c.renderChildren(stored, stored.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != want.hashes {
+		t.Errorf("memoized hashes %+v, rendered from the stored pin %+v", got, want.hashes)
+	}
+}
+
+func TestTheOperatorsOwnStatusWriteKeepsTheChildHashes(t *testing.T) {
+	pinned := func(mods ...func(*calibanv1alpha1.CalibanTask)) *calibanv1alpha1.CalibanTask {
+		return task(append([]func(*calibanv1alpha1.CalibanTask){func(t *calibanv1alpha1.CalibanTask) {
+			t.UID, t.Generation, t.ResourceVersion = "u1", 1, "1"
+			t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{Env: []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}}}
+		}}, mods...)...)
+	}
+	written := func(mods ...func(*calibanv1alpha1.CalibanTask)) *calibanv1alpha1.CalibanTask {
+		return pinned(append([]func(*calibanv1alpha1.CalibanTask){func(t *calibanv1alpha1.CalibanTask) {
+			t.ResourceVersion = "2"
+			t.Status.Phase = calibanv1alpha1.TaskRunning
+		}}, mods...)...)
+	}
+	tests := map[string]struct {
+		from, to *calibanv1alpha1.CalibanTask
+		carried  bool
+	}{
+		"a status write under the same spec and pin keeps them": {
+			from: pinned(), to: written(), carried: true,
+		},
+		"a new generation (the spec changed) drops them": {
+			from: pinned(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.Generation = 2 }),
+		},
+		"another pin drops them": {
+			from: pinned(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.Status.ResolvedWorkspace.Env[0].Value = "slow" }),
+		},
+		"a task that was not pinned has nothing to keep": {
+			from: pinned(func(t *calibanv1alpha1.CalibanTask) { t.Status.ResolvedWorkspace = nil }), to: written(),
+		},
+		"another task with the name drops them": {
+			from: pinned(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.UID = "u2" }),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var m hashMemo
+			known := childHashes{serviceAccount: "sa", networkPolicy: "np", sandbox: "sb"}
+			m.record(tc.from, func(h *childHashes) { h.serviceAccount, h.networkPolicy, h.sandbox = "sa", "np", "sb" })
+			m.carry(tc.from, tc.to)
+			got, ok := m.get(tc.to)
+			if ok != tc.carried {
+				t.Fatalf("known for the written version = %v (%+v), want %v", ok, got, tc.carried)
+			}
+			if ok && (got.serviceAccount != known.serviceAccount || got.networkPolicy != known.networkPolicy || got.sandbox != known.sandbox) {
+				t.Errorf("carried %+v, want %+v", got, known)
+			}
+		})
+	}
+}

@@ -370,6 +370,13 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		}
 		task, in.Task = written, written
 		c.taskCache.Mutation(written)
+		// From here on the task is pinned like any other: the children are
+		// rendered from the pin as the server stored it, and their hashes
+		// are remembered for the version just written, which the
+		// children's events will be checked against.
+		if written.Status.ResolvedWorkspace != nil {
+			pin, in.Pin = written.Status.ResolvedWorkspace, written.Status.ResolvedWorkspace
+		}
 	}
 
 	sandbox, apiMissing, err := c.applyChildren(ctx, task, pin)
@@ -404,6 +411,7 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 	if err != nil {
 		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
+	c.hashes.carry(task, written)
 	logger := klog.FromContext(ctx)
 	oldReady := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
 	newReady := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)

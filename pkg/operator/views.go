@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,7 +82,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *corev1.ServiceAccount:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if want, hash, err := desiredServiceAccount(task); err == nil {
+			if want, hash, err := desiredServiceAccount(task, c.hashes.partial(task).serviceAccount); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.serviceAccount = hash })
 				if upToDate(o, want, hash) {
 					v.Holds = hash
@@ -92,7 +93,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		v := &childView{ObjectMeta: compactMeta(o)}
 		if task := c.ownerTask(o); task != nil {
-			if want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings); err == nil {
+			if want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings, c.hashes.partial(task).networkPolicy); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.networkPolicy = hash })
 				if upToDate(o, want, hash) {
 					v.Holds = hash
@@ -214,6 +215,25 @@ func (m *hashMemo) record(task *calibanv1alpha1.CalibanTask, set func(*childHash
 	m.byTask[task.UID] = h
 }
 
+// carry keeps what is known for from for to, a later version of the same
+// task that the operator's own status write made: a status write changes
+// neither the spec (the generation stands) nor, once the task is pinned,
+// the pin, which are all the children are rendered from. Without it every
+// status write would have the next sync, and every child event after it,
+// render and hash the children again.
+func (m *hashMemo) carry(from, to *calibanv1alpha1.CalibanTask) {
+	if from.UID != to.UID || from.Generation != to.Generation || to.ResourceVersion == "" ||
+		from.Status.ResolvedWorkspace == nil || !apiequality.Semantic.DeepEqual(from.Status.ResolvedWorkspace, to.Status.ResolvedWorkspace) {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if h, ok := m.byTask[from.UID]; ok && h.resourceVersion == from.ResourceVersion && from.ResourceVersion != "" {
+		h.resourceVersion = to.ResourceVersion
+		m.byTask[from.UID] = h
+	}
+}
+
 func (m *hashMemo) forget(uid types.UID) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -232,10 +252,10 @@ type desiredChildren struct {
 func (c *TaskController) renderChildren(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (*desiredChildren, error) {
 	d := &desiredChildren{hashes: childHashes{resourceVersion: task.ResourceVersion}}
 	var err error
-	if d.serviceAccount, d.hashes.serviceAccount, err = desiredServiceAccount(task); err != nil {
+	if d.serviceAccount, d.hashes.serviceAccount, err = desiredServiceAccount(task, ""); err != nil {
 		return nil, err
 	}
-	if d.networkPolicy, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings); err != nil {
+	if d.networkPolicy, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings, ""); err != nil {
 		return nil, err
 	}
 	if d.sandbox, d.hashes.sandbox, err = desiredSandbox(task, pin, c.settings); err != nil {
@@ -270,22 +290,32 @@ func (c *TaskController) desiredHashes(task *calibanv1alpha1.CalibanTask, pin *c
 // them, the transform checks the cache against them, so both agree on what
 // "up to date" means.
 
-func desiredServiceAccount(task *calibanv1alpha1.CalibanTask) (*corev1ac.ServiceAccountApplyConfiguration, string, error) {
+// desiredServiceAccount is the ServiceAccount task wants, stamped with its
+// applied hash: known when the memo has it, taken otherwise.
+func desiredServiceAccount(task *calibanv1alpha1.CalibanTask, known string) (*corev1ac.ServiceAccountApplyConfiguration, string, error) {
 	sa := builders.BuildServiceAccount(task)
-	hash, err := appliedHash(sa)
+	hash, err := knownOrHash(known, sa)
 	if err != nil {
 		return nil, "", fmt.Errorf("rendering ServiceAccount %s: %w", *sa.Name, err)
 	}
 	return sa.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
 }
 
-func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
+// desiredNetworkPolicy is desiredServiceAccount for the NetworkPolicy.
+func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, known string) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
 	np := builders.BuildNetworkPolicy(task, pin, s)
-	hash, err := appliedHash(np)
+	hash, err := knownOrHash(known, np)
 	if err != nil {
 		return nil, "", fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
 	}
 	return np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
+}
+
+func knownOrHash(known string, desired any) (string, error) {
+	if known != "" {
+		return known, nil
+	}
+	return appliedHash(desired)
 }
 
 func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (*sandboxv1beta1.Sandbox, string, error) {
