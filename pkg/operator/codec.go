@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -74,10 +75,63 @@ func (leadingKind) Interpret(data []byte) (*schema.GroupVersionKind, error) {
 	return &schema.GroupVersionKind{Group: gv.Group, Version: gv.Version, Kind: kind}, nil
 }
 
+// watchEventSerializer decodes a watch event's envelope as the apiserver
+// writes it, {"type":"ADDED","object":{…}}, by its fixed shape: the object's
+// bytes are what lies between the prefix and the closing brace. client-go's
+// serializer scans the whole event once to check it and again to find where
+// the object ends, before the object's own decode scans it a third time.
+// Anything else is decoded by the wrapped serializer. A member after the
+// object (which no apiserver writes) is left inside the object's bytes,
+// whose decode then fails: it is never read as a different object.
+type watchEventSerializer struct{ runtime.Serializer }
+
+const (
+	watchTypePrefix   = `{"type":"`
+	watchObjectMember = `","object":`
+)
+
+func (s watchEventSerializer) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if event, ok := into.(*metav1.WatchEvent); ok {
+		if typ, object, ok := splitWatchEvent(data); ok {
+			event.Type = typ
+			event.Object = runtime.RawExtension{Raw: bytes.Clone(object)}
+			return event, &watchEventKind, nil
+		}
+	}
+	return s.Serializer.Decode(data, gvk, into)
+}
+
+var watchEventKind = metav1.SchemeGroupVersion.WithKind("WatchEvent")
+
+// splitWatchEvent returns the type and the object's bytes of an envelope
+// of exactly the shape the apiserver writes; ok is false for anything else.
+func splitWatchEvent(data []byte) (typ string, object []byte, ok bool) {
+	data = bytes.TrimRight(data, " \t\r\n")
+	rest, found := bytes.CutPrefix(data, []byte(watchTypePrefix))
+	if !found {
+		return "", nil, false
+	}
+	end := bytes.IndexByte(rest, '"')
+	if end <= 0 {
+		return "", nil, false
+	}
+	for _, c := range rest[:end] {
+		if c < 'A' || c > 'Z' {
+			return "", nil, false // not a plain event type: no escapes to undo here
+		}
+	}
+	typ = string(rest[:end])
+	object, found = bytes.CutPrefix(rest[end:], []byte(watchObjectMember))
+	if !found || len(object) < 3 || object[0] != '{' || object[len(object)-1] != '}' || object[len(object)-2] != '}' {
+		return "", nil, false
+	}
+	return typ, object[:len(object)-1], true
+}
+
 // jsonCodecs is a runtime.NegotiatedSerializer for clients of custom
 // resources: JSON alone, no conversion (what a generated clientset's
 // WithoutConversion codec factory does), with leadingKind and, for watch
-// streams, objectFramer.
+// streams, objectFramer and watchEventSerializer.
 type jsonCodecs struct {
 	scheme *runtime.Scheme
 	info   runtime.SerializerInfo
@@ -88,7 +142,7 @@ func newJSONCodecs(scheme *runtime.Scheme) jsonCodecs {
 	return jsonCodecs{scheme: scheme, info: runtime.SerializerInfo{
 		MediaType: runtime.ContentTypeJSON, MediaTypeType: "application", MediaTypeSubType: "json",
 		EncodesAsText: true, Serializer: s,
-		StreamSerializer: &runtime.StreamSerializerInfo{EncodesAsText: true, Serializer: s, Framer: objectFramer{}},
+		StreamSerializer: &runtime.StreamSerializerInfo{EncodesAsText: true, Serializer: watchEventSerializer{s}, Framer: objectFramer{}},
 	}}
 }
 

@@ -153,9 +153,14 @@ func BenchmarkSandboxWatchEvent(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	withoutShortcut := newJSONCodecs(sandboxScheme)
+	withoutShortcut.info.StreamSerializer = &runtime.StreamSerializerInfo{
+		Serializer: withoutShortcut.info.Serializer, Framer: withoutShortcut.info.StreamSerializer.Framer,
+	}
 	for name, codecs := range map[string]runtime.NegotiatedSerializer{
-		"client-go codecs": serializer.NewCodecFactory(sandboxScheme).WithoutConversion(),
-		"jsonCodecs":       newJSONCodecs(sandboxScheme),
+		"client-go codecs":                    serializer.NewCodecFactory(sandboxScheme).WithoutConversion(),
+		"jsonCodecs without the envelope cut": withoutShortcut,
+		"jsonCodecs":                          newJSONCodecs(sandboxScheme),
 	} {
 		b.Run(name, func(b *testing.B) {
 			info, _ := runtime.SerializerInfoForMediaType(codecs.SupportedMediaTypes(), runtime.ContentTypeJSON)
@@ -260,6 +265,73 @@ func FuzzObjectFramerCutsWhereClientGoDoes(f *testing.F) {
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("%q: frames (-client-go +objectFramer):\n%s", stream, diff)
+		}
+	})
+}
+
+// watchEventSerializer must give client-go's serializer's answer for every
+// envelope, taking the shortcut only for the apiserver's own shape.
+func TestWatchEventSerializerAgreesWithClientGo(t *testing.T) {
+	tests := map[string]struct {
+		event string
+		cut   bool
+	}{
+		"an event as the apiserver writes it": {
+			event: `{"type":"MODIFIED","object":{"apiVersion":"v1","kind":"K","metadata":{"name":"a","annotations":{"x":"}\\\""}}}}`, cut: true,
+		},
+		"with the newline that ends it on the wire": {event: `{"type":"ADDED","object":{"kind":"K"}}` + "\n", cut: true},
+		"an error event carrying a Status":          {event: `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","code":410}}`, cut: true},
+		"members in the other order":                {event: `{"object":{"kind":"K"},"type":"ADDED"}`},
+		"spaces inside the envelope":                {event: `{ "type": "ADDED", "object": {"kind":"K"} }`},
+		"a space before the closing brace":          {event: `{"type":"ADDED","object":{"kind":"K"} }`},
+		"an escaped type":                           {event: `{"type":"ADD\u0045D","object":{}}`},
+		"an object that is a list":                  {event: `{"type":"ADDED","object":[{}]}`},
+		"a null object":                             {event: `{"type":"ADDED","object":null}`},
+		"no object":                                 {event: `{"type":"ADDED"}`},
+		"an empty type":                             {event: `{"type":"","object":{}}`},
+	}
+	std := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, sandboxScheme, sandboxScheme, kjson.SerializerOptions{})
+	ours := newJSONCodecs(sandboxScheme).info.StreamSerializer.Serializer
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if _, _, cut := splitWatchEvent([]byte(tc.event)); cut != tc.cut {
+				t.Errorf("shortcut taken = %v, want %v", cut, tc.cut)
+			}
+			var want, got metav1.WatchEvent
+			_, _, wantErr := std.Decode([]byte(tc.event), nil, &want)
+			_, _, err := ours.Decode([]byte(tc.event), nil, &got)
+			if (err != nil) != (wantErr != nil) {
+				t.Fatalf("error %v, client-go's %v", err, wantErr)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("event (-client-go +ours):\n%s", diff)
+			}
+		})
+	}
+}
+
+func FuzzWatchEventSerializerAgreesWithClientGo(f *testing.F) {
+	for _, seed := range []string{
+		`{"type":"ADDED","object":{"kind":"K","spec":{"a":"}"}}}`,
+		`{"type":"ADDED","object":{},"object":{"kind":"K"}}`,
+		`{"type":"DELETED","object":{"a":1},"type":"ADDED"}`,
+	} {
+		f.Add([]byte(seed))
+	}
+	std := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, sandboxScheme, sandboxScheme, kjson.SerializerOptions{})
+	f.Fuzz(func(t *testing.T, event []byte) {
+		typ, object, cut := splitWatchEvent(event)
+		if !cut {
+			return // client-go's serializer decodes it
+		}
+		var want metav1.WatchEvent
+		if _, _, err := std.Decode(event, nil, &want); err == nil && want.Type == typ && bytes.Equal(want.Object.Raw, object) {
+			return
+		}
+		// The documented exception: what follows the object stays in its
+		// bytes, which then are no valid JSON, so its decode fails.
+		if json.Valid(object) {
+			t.Fatalf("%q: cut into %q and %q; client-go reads %q and %q", event, typ, object, want.Type, want.Object.Raw)
 		}
 	})
 }
