@@ -3,6 +3,7 @@ package harness
 import (
 	"cmp"
 	"context"
+	"debug/buildinfo"
 	"fmt"
 	"os"
 	"os/exec"
@@ -327,7 +328,7 @@ func (r *Result) write() error {
 }
 
 // machine describes where the run happened.
-func machine(ctx context.Context, root string, kube kubernetes.Interface) []string {
+func machine(ctx context.Context, root, operatorBinary string, kube kubernetes.Interface) []string {
 	out := []string{fmt.Sprintf("nproc: %d", runtime.NumCPU())}
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for line := range strings.Lines(string(data)) {
@@ -354,6 +355,9 @@ func machine(ctx context.Context, root string, kube kubernetes.Interface) []stri
 		}
 	}
 	out = append(out, "commit: "+commit)
+	// BENCH_OPERATOR_BINARY may run another operator than this commit's:
+	// the binary says what it was built from.
+	out = append(out, "operator binary: "+binaryRevision(operatorBinary))
 	// The test bed's binaries are built from source without version
 	// stamps, so the apiserver reports v0.0.0; the pins say what it is.
 	if data, err := os.ReadFile(filepath.Join(root, "hack", "tools", "go.mod")); err == nil {
@@ -368,4 +372,42 @@ func machine(ctx context.Context, root string, kube kubernetes.Interface) []stri
 		out = append(out, "kube-apiserver: "+v.GitVersion)
 	}
 	return out
+}
+
+// binaryRevision says what a Go binary was built from: the VCS revision
+// the toolchain stamped, else the version make stamped into main (git
+// describe, "-dirty" with uncommitted changes), else "unknown".
+func binaryRevision(path string) string {
+	info, err := buildinfo.ReadFile(path)
+	if err != nil {
+		return "unknown"
+	}
+	rev, modified, stamped := "", false, ""
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			modified = s.Value == "true"
+		case "-ldflags":
+			for f := range strings.FieldsSeq(s.Value) {
+				if v, ok := strings.CutPrefix(strings.Trim(f, `"'`), "main.version="); ok {
+					stamped = v
+				}
+			}
+		}
+	}
+	switch {
+	case rev != "":
+		if len(rev) > 7 {
+			rev = rev[:7]
+		}
+		if modified {
+			rev += " (with uncommitted changes)"
+		}
+		return rev
+	case stamped != "":
+		return stamped + " (the version make stamped)"
+	}
+	return "unknown (built without VCS or version stamps)"
 }

@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if b.dynamic, err = dynamic.NewForConfig(cfgCopy); err != nil {
 		return nil, err
 	}
-	res.Machine = machine(ctx, b.cluster.Root, b.admin)
+	res.Machine = machine(ctx, b.cluster.Root, b.cfg.OperatorBinary, b.admin)
 
 	if err := b.run(ctx, res); err != nil {
 		return nil, err

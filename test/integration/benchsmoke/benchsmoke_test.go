@@ -81,6 +81,11 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 	if len(res.Profiles) != 4 {
 		t.Errorf("profiles %v, want three CPU profiles (burst, cold start, steady state) and a heap profile from the operator's pprof endpoint", res.Profiles)
 	}
+	// A Go binary always says whether it carries VCS stamps; "unknown"
+	// alone means the harness could not read the binary it ran.
+	if !strings.Contains(res.Markdown, "- operator binary: ") || strings.Contains(res.Markdown, "- operator binary: unknown\n") {
+		t.Errorf("the report does not say what the operator binary was built from:\n%s", res.Markdown)
+	}
 	t.Logf("report:\n%s", res.Markdown)
 }
 
