@@ -383,6 +383,9 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 			t.Errorf("%s is not wired from the downward API: %+v", name, e)
 		}
 	}
+	if e, ok := env["GOMEMLIMIT"]; !ok || e.ValueFrom == nil || e.ValueFrom.ResourceFieldRef == nil || e.ValueFrom.ResourceFieldRef.Resource != "limits.memory" {
+		t.Errorf("GOMEMLIMIT is not the container's memory limit from the downward API: %+v", e)
+	}
 	// Every setting of docs/deploying.md#configuration is present in the
 	// Deployment, so that a cluster operator edits a value rather than
 	// discovers a name.
