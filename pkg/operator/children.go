@@ -4,11 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
@@ -38,16 +36,6 @@ func appliedHash(desired any) (string, error) {
 // (agent-sandbox's status, another manager's annotation) do not matter.
 func upToDate(live metav1.Object, desired any, hash string) bool {
 	return live.GetAnnotations()[AnnotationAppliedHash] == hash && holds(live, desired)
-}
-
-// stampSandbox adds the applied-hash annotation to the desired Sandbox.
-func stampSandbox(desired *sandboxv1beta1.Sandbox) (string, error) {
-	hash, err := appliedHash(desired)
-	if err != nil {
-		return "", fmt.Errorf("hashing Sandbox %s: %w", desired.Name, err)
-	}
-	desired.Annotations = withHash(desired.Annotations, hash)
-	return hash, nil
 }
 
 func withHash(ann map[string]string, hash string) map[string]string {

@@ -109,19 +109,14 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 		if task := c.ownerTask(o); task != nil {
 			// Hashing the rendered Sandbox costs more than rendering it; the
 			// hash is taken once per version of the task.
-			want := builders.BuildSandbox(task, task.Status.ResolvedWorkspace, c.settings)
-			hash := c.hashes.partial(task).sandbox
-			if hash != "" {
-				want.Annotations = withHash(want.Annotations, hash)
-			} else if h, err := stampSandbox(want); err == nil {
-				hash = h
+			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings, c.hashes.partial(task).sandbox); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.sandbox = hash })
-			}
-			// A watch decodes objects without their kind, which the
-			// comparison must not ask for then.
-			want.TypeMeta = metav1.TypeMeta{}
-			if hash != "" && upToDate(o, want, hash) {
-				v.Holds = hash
+				// A watch decodes objects without their kind, which the
+				// comparison must not ask for then.
+				want.TypeMeta = metav1.TypeMeta{}
+				if upToDate(o, want, hash) {
+					v.Holds = hash
+				}
 			}
 		}
 		return v, nil
@@ -258,7 +253,7 @@ func (c *TaskController) renderChildren(task *calibanv1alpha1.CalibanTask, pin *
 	if d.networkPolicy, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings, ""); err != nil {
 		return nil, err
 	}
-	if d.sandbox, d.hashes.sandbox, err = desiredSandbox(task, pin, c.settings); err != nil {
+	if d.sandbox, d.hashes.sandbox, err = desiredSandbox(task, pin, c.settings, ""); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -311,6 +306,7 @@ func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha
 	return np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
 }
 
+// knownOrHash is the applied hash of desired: known, when the memo had it.
 func knownOrHash(known string, desired any) (string, error) {
 	if known != "" {
 		return known, nil
@@ -318,8 +314,13 @@ func knownOrHash(known string, desired any) (string, error) {
 	return appliedHash(desired)
 }
 
-func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings) (*sandboxv1beta1.Sandbox, string, error) {
+// desiredSandbox is desiredServiceAccount for the Sandbox.
+func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, known string) (*sandboxv1beta1.Sandbox, string, error) {
 	sb := builders.BuildSandbox(task, pin, s)
-	hash, err := stampSandbox(sb)
-	return sb, hash, err
+	hash, err := knownOrHash(known, sb)
+	if err != nil {
+		return nil, "", fmt.Errorf("rendering Sandbox %s: %w", sb.Name, err)
+	}
+	sb.Annotations = withHash(sb.Annotations, hash)
+	return sb, hash, nil
 }
