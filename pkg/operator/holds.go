@@ -61,20 +61,16 @@ func holdsValue(live, desired reflect.Value, explicit bool) bool {
 			return false
 		}
 		switch desired.Type() {
-		case quantityType, timeType, intOrStringType:
-			if live.Type() != desired.Type() {
-				return false
-			}
-			switch desired.Type() {
-			case quantityType:
-				d, l := desired.Interface().(resource.Quantity), live.Interface().(resource.Quantity)
-				return (!explicit && d.IsZero()) || l.Cmp(d) == 0
-			case timeType:
-				d, l := desired.Interface().(metav1.Time), live.Interface().(metav1.Time)
-				return d.IsZero() || l.Equal(&d)
-			default:
-				return (!explicit && desired.IsZero()) || live.Interface() == desired.Interface()
-			}
+		case quantityType:
+			d := desired.Interface().(resource.Quantity)
+			l, ok := live.Interface().(resource.Quantity)
+			return (!explicit && d.IsZero()) || (ok && l.Cmp(d) == 0)
+		case timeType:
+			d := desired.Interface().(metav1.Time)
+			l, ok := live.Interface().(metav1.Time)
+			return d.IsZero() || (ok && l.Equal(&d))
+		case intOrStringType:
+			return (!explicit && desired.IsZero()) || live.Interface() == desired.Interface()
 		}
 		if live.Type() == desired.Type() {
 			for i := range desired.NumField() {
