@@ -38,9 +38,7 @@ func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
 	if err != nil {
 		return fmt.Errorf("loading the cluster configuration (KUBECONFIG, else in-cluster): %w", err)
 	}
-	cfg.QPS, cfg.Burst = s.KubeAPIQPS, s.KubeAPIBurst
-	cfg.DisableCompression = !s.KubeAPICompression
-	cfg.UserAgent = builders.FieldManager + "/" + build.Version
+	configureClient(cfg, s.ProcessSettings, build)
 	clients, err := newClients(cfg)
 	if err != nil {
 		return err
@@ -68,6 +66,14 @@ func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
 		}
 	}
 	return p.Run(ctx)
+}
+
+// configureClient applies the process's API client settings to cfg, from
+// which every client of the operator is made.
+func configureClient(cfg *rest.Config, s builders.ProcessSettings, build BuildInfo) {
+	cfg.QPS, cfg.Burst = s.KubeAPIQPS, s.KubeAPIBurst
+	cfg.DisableCompression = !s.KubeAPICompression
+	cfg.UserAgent = builders.FieldManager + "/" + build.Version
 }
 
 func newClients(cfg *rest.Config) (operator.Clients, error) {
