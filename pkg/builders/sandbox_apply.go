@@ -25,7 +25,7 @@ func SandboxApplyBody(sb *sandboxv1beta1.Sandbox) ([]byte, error) {
 		APIVersion: sandboxv1beta1.SchemeGroupVersion.String(),
 		Kind:       "Sandbox",
 		Metadata:   sb.ObjectMeta,
-		Spec:       sandboxSpecApply(sb.Spec),
+		Spec:       specApplyOf(sb.Spec),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("encoding Sandbox %s/%s: %w", sb.Namespace, sb.Name, err)
@@ -37,16 +37,16 @@ type sandboxApply struct {
 	APIVersion string            `json:"apiVersion"`
 	Kind       string            `json:"kind"`
 	Metadata   metav1.ObjectMeta `json:"metadata"`
-	Spec       sandboxSpec       `json:"spec"`
+	Spec       sandboxSpecApply  `json:"spec"`
 }
 
-type sandboxSpec struct {
+type sandboxSpecApply struct {
 	sandboxv1beta1.SandboxSpec
 	PodTemplate podTemplateApply `json:"podTemplate"`
 }
 
-func sandboxSpecApply(s sandboxv1beta1.SandboxSpec) sandboxSpec {
-	return sandboxSpec{SandboxSpec: s, PodTemplate: podTemplateApply{
+func specApplyOf(s sandboxv1beta1.SandboxSpec) sandboxSpecApply {
+	return sandboxSpecApply{SandboxSpec: s, PodTemplate: podTemplateApply{
 		PodTemplate: s.PodTemplate,
 		Spec: podSpecApply{
 			PodSpec:        s.PodTemplate.Spec,
