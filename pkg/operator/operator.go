@@ -3,7 +3,6 @@ package operator
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -62,12 +61,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	if err := calibanscheme.AddToScheme(scheme); err != nil {
 		return err
 	}
-	broadcaster := NewEventBroadcaster(o.Clients.Kube, s.ControllerPodName)
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("starting the event sink: %w", err)
-	}
-	defer broadcaster.Shutdown()
-	recorder := NewRecorder(broadcaster, scheme)
+	recorder := NewEventRecorder(o.Clients.Kube.EventsV1(), scheme, s.ControllerPodName, clk)
 
 	ownedOnly := func(o *metav1.ListOptions) {
 		o.LabelSelector = labels.Set{builders.LabelManagedBy: builders.FieldManager}.String()
@@ -138,6 +132,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	wg.Go(func() { errs <- wc.Run(ctx, s.Workers) })
 	wg.Go(func() { errs <- tc.Run(ctx, s.Workers) })
 	wg.Go(func() { sandboxAPI.run(ctx) })
+	wg.Go(func() { recorder.Run(ctx) })
 	// Waited for like the controllers: a late Store(true) must not outlive
 	// the term and report a next term ready before its caches synced.
 	wg.Go(func() {
