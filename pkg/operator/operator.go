@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
@@ -67,7 +69,7 @@ func (o *Operator) Run(ctx context.Context) error {
 		o.LabelSelector = labels.Set{builders.LabelManagedBy: builders.FieldManager}.String()
 	}
 	calibanFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Caliban, s.ResyncPeriod,
-		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTransform(dropManagedFields))
+		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTransform((&cacheTransform{}).transform))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
 		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
 	sandboxes := newSandboxInformer(o.Clients.Sandboxes, s.WatchNamespace, s.ResyncPeriod, ownedOnly)
@@ -152,12 +154,39 @@ func (o *Operator) Run(ctx context.Context) error {
 	return errors.Join(all...)
 }
 
-// dropManagedFields keeps managedFields out of the task and Workspace
-// caches: no sync reads them, and server-side apply makes them a large part
-// of each object. (The children's caches keep views, see viewOf.)
-func dropManagedFields(obj any) (any, error) {
+// cacheTransform is the transform of the task and Workspace informers. It
+// drops managedFields: no sync reads them, and server-side apply makes them
+// a large part of each object. (The children's caches keep views, see
+// viewOf.) And it lets tasks pinned alike share one pin: the tasks of a
+// Workspace mostly carry the same pinned configuration, a fifth of a
+// cached task. Cached objects are never written to, so sharing is safe.
+type cacheTransform struct {
+	mu sync.Mutex
+	// pins holds the last pin seen per Workspace ("namespace/name").
+	pins map[string]*calibanv1alpha1.ResolvedWorkspace
+}
+
+func (t *cacheTransform) transform(obj any) (any, error) {
 	if m, err := meta.Accessor(obj); err == nil {
 		m.SetManagedFields(nil)
 	}
+	if task, ok := obj.(*calibanv1alpha1.CalibanTask); ok && task.Status.ResolvedWorkspace != nil {
+		task.Status.ResolvedWorkspace = t.sharedPin(task.Namespace+"/"+task.Spec.WorkspaceRef.Name, task.Status.ResolvedWorkspace)
+	}
 	return obj, nil
+}
+
+// sharedPin returns the pin last seen for the Workspace if it equals pin,
+// or else remembers pin and returns it.
+func (t *cacheTransform) sharedPin(workspace string, pin *calibanv1alpha1.ResolvedWorkspace) *calibanv1alpha1.ResolvedWorkspace {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if last := t.pins[workspace]; last != nil && apiequality.Semantic.DeepEqual(last, pin) {
+		return last
+	}
+	if t.pins == nil {
+		t.pins = map[string]*calibanv1alpha1.ResolvedWorkspace{}
+	}
+	t.pins[workspace] = pin
+	return pin
 }
