@@ -134,8 +134,8 @@ func FuzzLeadingKindAgreesWithClientGo(f *testing.F) {
 }
 
 // BenchmarkSandboxWatchEvent decodes Sandbox watch events the way the REST
-// client does (frame, envelope, object), with client-go's own codecs and
-// with jsonCodecs.
+// client does (frame, envelope, object), with client-go's own codecs, with
+// jsonCodecs, and with jsonCodecs short of one of its parts.
 func BenchmarkSandboxWatchEvent(b *testing.B) {
 	tk := task()
 	ws := workspace()
@@ -157,9 +157,16 @@ func BenchmarkSandboxWatchEvent(b *testing.B) {
 	withoutShortcut.info.StreamSerializer = &runtime.StreamSerializerInfo{
 		Serializer: withoutShortcut.info.Serializer, Framer: withoutShortcut.info.StreamSerializer.Framer,
 	}
+	withoutV2 := newJSONCodecs(sandboxScheme)
+	v1 := withoutV2.info.Serializer.(v2Decoder).Serializer
+	withoutV2.info.Serializer = v1
+	withoutV2.info.StreamSerializer = &runtime.StreamSerializerInfo{
+		EncodesAsText: true, Serializer: watchEventSerializer{v1}, Framer: objectFramer{},
+	}
 	for name, codecs := range map[string]runtime.NegotiatedSerializer{
 		"client-go codecs":                    serializer.NewCodecFactory(sandboxScheme).WithoutConversion(),
 		"jsonCodecs without the envelope cut": withoutShortcut,
+		"jsonCodecs without encoding/json/v2": withoutV2,
 		"jsonCodecs":                          newJSONCodecs(sandboxScheme),
 	} {
 		b.Run(name, func(b *testing.B) {
