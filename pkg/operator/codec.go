@@ -3,7 +3,6 @@ package operator
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"reflect"
@@ -36,40 +35,44 @@ import (
 type leadingKind struct{}
 
 func (leadingKind) Interpret(data []byte) (*schema.GroupVersionKind, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if t, err := dec.ReadToken(); err != nil || t.Kind() != '{' {
 		return kjson.DefaultMetaFactory.Interpret(data)
 	}
 	var apiVersion, kind string
 	envelope := false // the first member is "type"
-	for i := 0; dec.More(); i++ {
-		k, err := dec.Token()
+members:
+	for i := 0; apiVersion == "" || kind == ""; i++ {
+		if dec.PeekKind() == '}' {
+			break
+		}
+		k, err := dec.ReadToken()
 		if err != nil {
 			return kjson.DefaultMetaFactory.Interpret(data)
 		}
-		key, _ := k.(string)
-		v, err := dec.Token()
-		if err != nil {
-			return kjson.DefaultMetaFactory.Interpret(data)
-		}
-		if _, nested := v.(json.Delim); nested {
+		key := k.String()
+		if next := dec.PeekKind(); next == '{' || next == '[' {
 			if envelope && i == 1 && key == "object" {
-				break // a watch event's envelope
+				break members // a watch event's envelope
 			}
 			// The answer may lie beyond a nested value: read it all.
 			return kjson.DefaultMetaFactory.Interpret(data)
 		}
+		v, err := dec.ReadToken()
+		if err != nil {
+			return kjson.DefaultMetaFactory.Interpret(data)
+		}
 		envelope = i == 0 && key == "type"
+		var s string
+		if v.Kind() == '"' {
+			s = v.String()
+		}
 		// Matched like encoding/json matches them, ignoring case.
-		s, _ := v.(string)
 		switch {
 		case strings.EqualFold(key, "apiVersion"):
 			apiVersion = s
 		case strings.EqualFold(key, "kind"):
 			kind = s
-		}
-		if apiVersion != "" && kind != "" {
-			break
 		}
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
