@@ -165,6 +165,7 @@ func (r *Result) rows() []row {
 		{steady, "operator API reads in the window", st.apf.reads, "reads"},
 		{steady, "operator CPU in the window", ms(st.cpu), "ms"},
 		{steady, "operator CPU per sync", ms(st.cpu) / max(st.syncs, 1), "ms"},
+		{cold, "start → leader (lease acquired)", co.leading.Seconds(), "s"},
 		{cold, "start → caches synced (/readyz 200 as leader)", co.synced.Seconds(), "s"},
 		{cold, "start → first task sync", co.firstSync.Seconds(), "s"},
 		{cold, "start → every task synced once", co.allSynced.Seconds(), "s"},

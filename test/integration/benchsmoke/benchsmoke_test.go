@@ -65,7 +65,7 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 	if rows < 30 {
 		t.Errorf("the table has %d rows, want every figure:\n%s", rows, res.Table)
 	}
-	for _, want := range []string{"write-bound task limit", "Sandbox Ready → Running p99", "operator API writes per task", "start → caches synced"} {
+	for _, want := range []string{"write-bound task limit", "Sandbox Ready → Running p99", "operator API writes per task", "start → leader", "start → caches synced"} {
 		if !strings.Contains(res.Table, want) {
 			t.Errorf("the table has no %q row", want)
 		}
