@@ -155,13 +155,6 @@ func (d v2Decoder) Decode(data []byte, defaults *schema.GroupVersionKind, into r
 	if obj, gvk, ok := d.decodeTyped(data, defaults, into); ok {
 		return obj, gvk, nil
 	}
-	if into != nil {
-		// v2 may have half-filled into before it failed, and client-go's
-		// decoder merges into what it finds.
-		if v := reflect.ValueOf(into); v.Kind() == reflect.Pointer && !v.IsNil() {
-			v.Elem().SetZero()
-		}
-	}
 	return d.Serializer.Decode(data, defaults, into)
 }
 
@@ -193,7 +186,16 @@ func (d v2Decoder) decodeTyped(data []byte, defaults *schema.GroupVersionKind, i
 	if err != nil {
 		return nil, nil, false
 	}
+	var before runtime.Object
+	if obj == into {
+		// What into held, for client-go's decoder to merge into should v2
+		// fail halfway. Callers pass empty objects: the copy is cheap.
+		before = into.DeepCopyObject()
+	}
 	if err := jsonv2.Unmarshal(data, obj, v1Lenient); err != nil {
+		if before != nil {
+			reflect.ValueOf(into).Elem().Set(reflect.ValueOf(before).Elem())
+		}
 		return nil, nil, false
 	}
 	return obj, actual, true

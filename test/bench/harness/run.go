@@ -458,6 +458,10 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	if err != nil {
 		return err
 	}
+	hostStart, err := readHostCPU()
+	if err != nil {
+		return err
+	}
 	op, err := b.start(ctx, "cold-start", env...)
 	if err != nil {
 		return err
@@ -471,7 +475,7 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	go func() {
 		profileDone <- op.profileFromStart(ctx, max(1, int(b.cfg.ColdStartProfile.Seconds())), cpuPath)
 	}()
-	cs, err := b.waitStarted(ctx, op, total)
+	cs, err := b.waitStarted(ctx, op, total, &hostStart)
 	if err != nil {
 		return err
 	}
@@ -499,14 +503,18 @@ type coldStartResult struct {
 	// leading is when the operator first reported holding the lease: what
 	// lies between it and synced is the caches' lists.
 	leading, synced, firstSync, allSynced time.Duration
+	// host is the machine's CPU from the operator's start until its caches
+	// synced: whether the wait was for CPU or for something else.
+	host hostShare
 	cpu                          time.Duration
 	apf                          totals
 }
 
 // waitStarted polls the operator (never the apiserver) every 100 ms until
 // it leads with synced caches, has synced once, and has synced at least
-// total tasks, then waits until it is quiet.
-func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int) (coldStartResult, error) {
+// total tasks, then waits until it is quiet. With hostStart, the machine's
+// CPU from then until the caches synced is recorded too.
+func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int, hostStart *hostCPU) (coldStartResult, error) {
 	var cs coldStartResult
 	deadline := time.Now().Add(b.cfg.RunningTimeout)
 	for cs.synced == 0 || cs.firstSync == 0 || cs.allSynced == 0 {
@@ -539,6 +547,9 @@ func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int)
 		if cs.synced == 0 && cs.leading != 0 {
 			if code, _, err := op.get(ctx, op.metricsAddr, "/readyz", 5*time.Second); err == nil && code == http.StatusOK {
 				cs.synced = time.Since(op.started)
+				if h, err := readHostCPU(); err == nil && hostStart != nil {
+					cs.host = hostDelta(*hostStart, h, cs.synced)
+				}
 			}
 		}
 	}
@@ -560,7 +571,7 @@ func (b *bench) steady(ctx context.Context, env []string, total int, res *Result
 		return err
 	}
 	defer func() { _ = op.Stop() }()
-	if _, err := b.waitStarted(ctx, op, total); err != nil {
+	if _, err := b.waitStarted(ctx, op, total, nil); err != nil {
 		return err
 	}
 	before, err := b.snap(ctx, op)
