@@ -205,3 +205,20 @@ func FuzzTheV2DecoderAgreesWithClientGo(f *testing.F) {
 		agree(t, doc, want, got, wantErr, err)
 	})
 }
+
+// client-go's decoder merges a document into what into holds, so a v2
+// decode that fails halfway must leave into as it found it before that
+// decoder gets it.
+func TestAFailedV2DecodeLeavesIntoAsItWas(t *testing.T) {
+	d := newJSONCodecs(sandboxScheme).info.Serializer.(v2Decoder)
+	into := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: "kept", Labels: map[string]string{"a": "b"}}}
+	want := into.DeepCopy()
+	// metadata decodes, then spec.service (a bool) fails.
+	doc := `{"apiVersion":"agents.x-k8s.io/v1beta1","kind":"Sandbox","metadata":{"namespace":"half","labels":{"c":"d"}},"spec":{"service":"yes"}}`
+	if _, _, ok := d.decodeTyped([]byte(doc), nil, into); ok {
+		t.Fatal("v2 decoded a string into a bool")
+	}
+	if !reflect.DeepEqual(want, into) {
+		t.Errorf("into after the failed decode:\n%+v\nwant\n%+v", into, want)
+	}
+}
