@@ -506,8 +506,8 @@ type coldStartResult struct {
 	// host is the machine's CPU from the operator's start until its caches
 	// synced: whether the wait was for CPU or for something else.
 	host hostShare
-	cpu                          time.Duration
-	apf                          totals
+	cpu  time.Duration
+	apf  totals
 }
 
 // waitStarted polls the operator (never the apiserver) every 100 ms until
