@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,7 +167,7 @@ func TestAFullQueueDropsTheEventWithoutBlocking(t *testing.T) {
 		defer close(done)
 		for i := range eventQueueLength + 10 {
 			tk := task()
-			tk.ResourceVersion = string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+			tk.ResourceVersion = strconv.Itoa(i) // a distinct Event each
 			r.Event(tk, "Normal", EventPhaseChanged, "Reconcile", "Pending → Provisioning")
 		}
 	}()
