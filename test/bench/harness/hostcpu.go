@@ -20,10 +20,20 @@ type hostCPU struct {
 }
 
 // benchProcesses are the command names (/proc/<pid>/comm, at most 15
-// bytes) worth a row; everything else is summed under "other".
-var benchProcesses = []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "caliban-operat", "bench"}
+// bytes) worth a row; everything else is summed under "other". The
+// operator's row is operatorKey, whatever its binary is called.
+var benchProcesses = []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "bench"}
 
-func readHostCPU() (hostCPU, error) {
+const operatorKey = "caliban-operator"
+
+// readHostCPU reads the machine's CPU and its processes'; the processes of
+// operatorBinary are the operator's.
+func readHostCPU(operatorBinary string) (hostCPU, error) {
+	// The kernel keeps the first 15 bytes of the executable's name.
+	operatorComm := filepath.Base(operatorBinary)
+	if len(operatorComm) > 15 {
+		operatorComm = operatorComm[:15]
+	}
 	h := hostCPU{byProcess: map[string]time.Duration{}}
 	data, err := os.ReadFile("/proc/stat")
 	if err != nil {
@@ -63,10 +73,14 @@ func readHostCPU() (hostCPU, error) {
 		}
 		name := strings.TrimSpace(string(comm))
 		key := "other"
-		for _, p := range benchProcesses {
-			if strings.HasPrefix(name, p) {
-				key = p
-				break
+		if name == operatorComm {
+			key = operatorKey
+		} else {
+			for _, p := range benchProcesses {
+				if strings.HasPrefix(name, p) {
+					key = p
+					break
+				}
 			}
 		}
 		h.byProcess[key] += cpu
@@ -127,7 +141,7 @@ func (s hostShare) table(n float64, wall time.Duration) string {
 func (s hostShare) machineLimit(n float64) float64 {
 	var others time.Duration
 	for k, v := range s.byProcess {
-		if k != "caliban-operat" {
+		if k != operatorKey {
 			others += v
 		}
 	}

@@ -169,7 +169,7 @@ func (r *Result) rows() []row {
 		{cold, "start → caches synced (/readyz 200 as leader)", co.synced.Seconds(), "s"},
 		{cold, "machine busy until caches synced (all cores)", co.host.busyPercent, "%"},
 		{cold, "kube-apiserver CPU until caches synced", co.host.byProcess["kube-apiserver"].Seconds(), "s"},
-		{cold, "operator CPU until caches synced", co.host.byProcess["caliban-operat"].Seconds(), "s"},
+		{cold, "operator CPU until caches synced", co.host.byProcess[operatorKey].Seconds(), "s"},
 		{cold, "start → first task sync", co.firstSync.Seconds(), "s"},
 		{cold, "start → every task synced once", co.allSynced.Seconds(), "s"},
 		{cold, "operator API requests until quiet", co.apf.requests, "requests"},
@@ -285,7 +285,7 @@ func (r *Result) method() string {
 - **Latencies**: one watch on CalibanTasks and one on Sandboxes, opened before the burst, record the first moment each task is seen Running and each Sandbox is seen Ready=True; create → Running starts when the create request is sent. Percentiles are nearest-rank. The paced phase creates %d more tasks at %g/s on the same operator.
 - **Steady state**: once the steady-state operator has synced every task and been quiet (as above) for %s, the FlowSchema counters, its syncs and its CPU are taken over the window. Lease renewals (leader election) are writes too and are counted.
 - **Cold start**: the burst's operator is stopped with SIGTERM and a fresh one (defaults) started over every task Running. Times are from the process start; caches synced = first /readyz 200 while it holds the lease (a standby answers 200 too), polled every 100 ms; first sync = its syncs_total above 0; every task synced = syncs_total reaching the number of tasks. Requests are counted from before the start until it is quiet.
-- **Profiles**: a CPU profile over the first %s of the burst, a heap profile after it, a CPU profile of the cold start (%s from the moment the endpoint answers) and a CPU profile of the steady-state window, from the operator's pprof endpoint (CALIBAN_PPROF_BIND_ADDRESS) when it serves one.
+- **Profiles**: a CPU profile over the first %s of the burst, a heap profile after it, a CPU profile of the cold start (%s from the moment the endpoint answers) and a CPU profile of the steady-state window, from the operator's pprof endpoint (CALIBAN_PPROF_BIND_ADDRESS) when it serves one; and a CPU profile of the kube-apiserver over the cold start (its /debug/pprof, same length, from the moment the operator starts).
 `, cfg.CeilingDuration, cfg.CeilingConcurrency, cfg.CeilingConcurrency, cfg.ResyncSeconds, cfg.SteadyWindow,
 		cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, quietFor, cfg.Paced, cfg.PacedRate, quietFor, cfg.CPUProfile, cfg.ColdStartProfile)
 }

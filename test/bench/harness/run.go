@@ -266,7 +266,7 @@ func (b *bench) snap(ctx context.Context, op *operatorProcess) (snapshot, error)
 	if s.cpu, err = op.cpu(); err != nil {
 		return s, err
 	}
-	if s.host, err = readHostCPU(); err != nil {
+	if s.host, err = readHostCPU(b.cfg.OperatorBinary); err != nil {
 		return s, err
 	}
 	if s.op, err = op.metrics(ctx); err != nil {
@@ -458,7 +458,7 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	if err != nil {
 		return err
 	}
-	hostStart, err := readHostCPU()
+	hostStart, err := readHostCPU(b.cfg.OperatorBinary)
 	if err != nil {
 		return err
 	}
@@ -475,6 +475,13 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	go func() {
 		profileDone <- op.profileFromStart(ctx, max(1, int(b.cfg.ColdStartProfile.Seconds())), cpuPath)
 	}()
+	// The apiserver's side of the same start: what serving the operator's
+	// lists and watches costs it, which the operator's profile cannot show.
+	apiPath := filepath.Join(b.cfg.ResultsDir, res.Stem+"-coldstart-apiserver-cpu.pprof")
+	apiDone := make(chan error, 1)
+	go func() {
+		apiDone <- b.apiserverProfile(ctx, max(1, int(b.cfg.ColdStartProfile.Seconds())), apiPath)
+	}()
 	cs, err := b.waitStarted(ctx, op, total, &hostStart)
 	if err != nil {
 		return err
@@ -484,6 +491,12 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 		_ = os.Remove(cpuPath)
 	} else {
 		res.Profiles = append(res.Profiles, cpuPath)
+	}
+	if err := <-apiDone; err != nil {
+		b.logf("  no cold-start CPU profile of the apiserver: %v", err)
+		_ = os.Remove(apiPath)
+	} else {
+		res.Profiles = append(res.Profiles, apiPath)
 	}
 	after, err := b.apiserverFlows(ctx)
 	if err != nil {
@@ -547,7 +560,7 @@ func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int,
 		if cs.synced == 0 && cs.leading != 0 {
 			if code, _, err := op.get(ctx, op.metricsAddr, "/readyz", 5*time.Second); err == nil && code == http.StatusOK {
 				cs.synced = time.Since(op.started)
-				if h, err := readHostCPU(); err == nil && hostStart != nil {
+				if h, err := readHostCPU(b.cfg.OperatorBinary); err == nil && hostStart != nil {
 					cs.host = hostDelta(*hostStart, h, cs.synced)
 				}
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -261,6 +262,20 @@ func (b *bench) apiserverFlows(ctx context.Context) (apfCounts, error) {
 		out[fs] = v
 	}
 	return out, nil
+}
+
+// apiserverProfile saves a CPU profile of the kube-apiserver over the next
+// secs seconds to path, from its /debug/pprof (on by default; the admin
+// client may read it).
+func (b *bench) apiserverProfile(ctx context.Context, secs int, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Duration(secs)*time.Second+30*time.Second)
+	defer cancel()
+	body, err := b.admin.CoreV1().RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(secs)).DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("apiserver /debug/pprof/profile: %w", err)
+	}
+	return os.WriteFile(path, body, 0o644)
 }
 
 const apfDispatched = "apiserver_flowcontrol_dispatched_requests_total"
