@@ -35,10 +35,21 @@ type loop struct {
 	drainTimeout time.Duration
 }
 
-func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], metrics *Metrics) *loop {
+// newLoop makes a controller's loop. With urgent, the queue serves the
+// items urgent reports before the others (lanes); without, it is one FIFO.
+func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], metrics *Metrics, urgent func(cache.ObjectName) bool) *loop {
 	cfg := workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name}
 	if metrics != nil {
 		cfg.MetricsProvider = metrics.WorkqueueProvider()
+	}
+	if urgent != nil {
+		// The layers client-go would build, with the store swapped.
+		cfg.DelayingQueue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
+			Name: name, MetricsProvider: cfg.MetricsProvider,
+			Queue: workqueue.NewTypedWithConfig(workqueue.TypedQueueConfig[cache.ObjectName]{
+				Name: name, MetricsProvider: cfg.MetricsProvider, Queue: newLanes(urgent),
+			}),
+		})
 	}
 	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: metrics, drainTimeout: defaultDrainTimeout}
 }

@@ -166,7 +166,7 @@ func TestSandboxAPIWatcherDoesNotWakeTasksWhenServedFromTheStart(t *testing.T) {
 func TestAStoppedControllerStartsNoNewSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil)
+	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil, nil)
 	l.drainTimeout = time.Minute
 	var synced atomic.Int32
 	inSync, release := make(chan struct{}), make(chan struct{})
@@ -200,7 +200,7 @@ func TestAStoppedControllerStartsNoNewSync(t *testing.T) {
 func TestTheDrainIsBounded(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil)
+	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil, nil)
 	l.drainTimeout = 50 * time.Millisecond
 	inSync := make(chan struct{})
 	var cutOff atomic.Bool

@@ -99,7 +99,6 @@ func NewTaskController(
 	clk clock.PassiveClock,
 ) (*TaskController, error) {
 	c := &TaskController{
-		loop:          newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics),
 		caliban:       caliban,
 		kube:          kube,
 		sandboxClient: sandboxClient,
@@ -116,6 +115,7 @@ func NewTaskController(
 		recorder:        recorder,
 		clock:           clk,
 	}
+	c.loop = newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics, c.awaitsRunning)
 	c.sync = c.syncTask
 	c.synced = []cache.InformerSynced{
 		tasks.Informer().HasSynced, workspaces.Informer().HasSynced,
@@ -530,6 +530,39 @@ func (c *TaskController) enqueueAll() {
 	for _, obj := range c.taskIndexer.List() {
 		c.enqueue(obj)
 	}
+}
+
+// awaitsRunning reports that the task's Sandbox is Ready while the task
+// still says Provisioning: its next sync reports it Running, one write that
+// prospero waits for, and goes ahead of the queue (lanes). It runs under
+// the queue's lock: two cache reads, nothing that can block.
+func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
+	obj, exists, err := c.taskCache.GetByKey(key.String())
+	if err != nil || !exists {
+		return false
+	}
+	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	if !ok || task.Status.Phase != calibanv1alpha1.TaskProvisioning {
+		return false
+	}
+	obj, exists, err = c.sandboxes.GetByKey(key.Namespace + "/" + builders.SandboxName(key.Name))
+	if err != nil || !exists {
+		return false
+	}
+	var status *sandboxv1beta1.SandboxStatus
+	switch sb := obj.(type) {
+	case *childView:
+		if !metav1.IsControlledBy(sb, task) {
+			return false
+		}
+		status = sb.SandboxStatus
+	case *sandboxv1beta1.Sandbox: // a unit test's store, filled without the transform
+		if !metav1.IsControlledBy(sb, task) {
+			return false
+		}
+		status = &sb.Status
+	}
+	return status != nil && meta.IsStatusConditionTrue(status.Conditions, builders.ConditionReady)
 }
 
 // liveSandbox is the view of the task's Sandbox from the cache, or nil.

@@ -54,7 +54,7 @@ func NewWorkspaceController(
 	clk clock.PassiveClock,
 ) (*WorkspaceController, error) {
 	c := &WorkspaceController{
-		loop:     newLoop(WorkspaceControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics),
+		loop:     newLoop(WorkspaceControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics, nil),
 		caliban:  caliban,
 		kube:     kube,
 		lister:   workspaces.Lister(),
