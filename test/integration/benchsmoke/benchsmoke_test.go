@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,8 +79,11 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 	if png, err := os.ReadFile(res.Plot); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
 		t.Errorf("%s is not a PNG (%v)", res.Plot, err)
 	}
-	if len(res.Profiles) != 4 {
-		t.Errorf("profiles %v, want three CPU profiles (burst, cold start, steady state) and a heap profile from the operator's pprof endpoint", res.Profiles)
+	if len(res.Profiles) != 5 {
+		t.Errorf("profiles %v, want three CPU profiles (burst, cold start, steady state) and a heap profile from the operator's pprof endpoint, and the apiserver's CPU profile of the cold start", res.Profiles)
+	}
+	if !slices.ContainsFunc(res.Profiles, func(p string) bool { return strings.HasSuffix(p, "-coldstart-apiserver-cpu.pprof") }) {
+		t.Errorf("profiles %v: none is the apiserver's", res.Profiles)
 	}
 	// A Go binary always says whether it carries VCS stamps; "unknown"
 	// alone means the harness could not read the binary it ran.
