@@ -152,7 +152,8 @@ func TestATaskAwaitsRunningWhenItsSandboxIsReady(t *testing.T) {
 		return &childView{
 			ObjectMeta: metav1.ObjectMeta{Name: builders.SandboxName(tk.Name), Namespace: tk.Namespace,
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, calibanv1alpha1.SchemeGroupVersion.WithKind("CalibanTask"))}},
-			SandboxStatus: &sandboxv1beta1.SandboxStatus{Conditions: []metav1.Condition{{Type: builders.ConditionReady, Status: ready}}},
+			SandboxStatus: &sandboxv1beta1.SandboxStatus{ServiceFQDN: "fix-bug.team.svc.cluster.local",
+				Conditions: []metav1.Condition{{Type: builders.ConditionReady, Status: ready}}},
 		}
 	}
 	tests := map[string]struct {
@@ -171,6 +172,14 @@ func TestATaskAwaitsRunningWhenItsSandboxIsReady(t *testing.T) {
 			sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView { return sandboxOf(tk, metav1.ConditionTrue) },
 		},
 		"a Provisioning task with no Sandbox": {task: task(provisioning)},
+		"a Ready Sandbox with no address, which its sync does not call Running": {
+			task: task(provisioning),
+			sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView {
+				v := sandboxOf(tk, metav1.ConditionTrue)
+				v.SandboxStatus.ServiceFQDN = ""
+				return v
+			},
+		},
 		"a Ready Sandbox of the same name that another object controls": {
 			task: task(provisioning),
 			sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView {

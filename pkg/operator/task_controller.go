@@ -532,10 +532,11 @@ func (c *TaskController) enqueueAll() {
 	}
 }
 
-// awaitsRunning reports that the task's Sandbox is Ready while the task
-// still says Provisioning: its next sync reports it Running, one write that
-// prospero waits for, and goes ahead of the queue (lanes). It runs under
-// the queue's lock: two cache reads, nothing that can block.
+// awaitsRunning reports that the task's Sandbox is Ready with an address
+// while the task still says Provisioning: its next sync reports it
+// Running, one write that prospero waits for, and goes ahead of the queue
+// (lanes). It runs under the queue's lock: two cache reads, nothing that
+// can block.
 func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 	obj, exists, err := c.taskCache.GetByKey(key.String())
 	if err != nil || !exists {
@@ -562,7 +563,8 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 		}
 		status = &sb.Status
 	}
-	return status != nil && meta.IsStatusConditionTrue(status.Conditions, builders.ConditionReady)
+	// What builders.TaskStatus calls Running: Ready, with an address.
+	return status != nil && status.ServiceFQDN != "" && meta.IsStatusConditionTrue(status.Conditions, builders.ConditionReady)
 }
 
 // liveSandbox is the view of the task's Sandbox from the cache, or nil.
