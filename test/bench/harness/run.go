@@ -405,17 +405,8 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 		return err
 	}
 	heapPath := filepath.Join(cfg.ResultsDir, res.Stem+"-heap.pprof")
-	if err := op.profile(ctx, "heap", "", heapPath, 30*time.Second); err != nil {
-		b.logf("  no heap profile: %v", err)
-	} else {
-		res.Profiles = append(res.Profiles, heapPath)
-	}
-	if err := <-profileDone; err != nil {
-		b.logf("  no CPU profile: %v", err)
-		_ = os.Remove(cpuPath)
-	} else {
-		res.Profiles = append(res.Profiles, cpuPath)
-	}
+	b.keepProfile(res, "heap profile", heapPath, op.profile(ctx, "heap", "", heapPath, 30*time.Second))
+	b.keepProfile(res, "CPU profile", cpuPath, <-profileDone)
 
 	toCreated, toReady := obs.sandboxTimes(names, sent)
 	res.burst = phaseResult{
@@ -486,18 +477,8 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	if err != nil {
 		return err
 	}
-	if err := <-profileDone; err != nil {
-		b.logf("  no cold-start CPU profile: %v", err)
-		_ = os.Remove(cpuPath)
-	} else {
-		res.Profiles = append(res.Profiles, cpuPath)
-	}
-	if err := <-apiDone; err != nil {
-		b.logf("  no cold-start CPU profile of the apiserver: %v", err)
-		_ = os.Remove(apiPath)
-	} else {
-		res.Profiles = append(res.Profiles, apiPath)
-	}
+	b.keepProfile(res, "cold-start CPU profile", cpuPath, <-profileDone)
+	b.keepProfile(res, "cold-start CPU profile of the apiserver", apiPath, <-apiDone)
 	after, err := b.apiserverFlows(ctx)
 	if err != nil {
 		return err
@@ -508,6 +489,18 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	cs.apf = b.totals(before, after)
 	res.cold = cs
 	return op.Stop()
+}
+
+// keepProfile records the profile at path when err is nil (the profiles
+// are optional: an operator may serve no pprof endpoint); otherwise it says
+// so and removes whatever was written.
+func (b *bench) keepProfile(res *Result, what, path string, err error) {
+	if err != nil {
+		b.logf("  no %s: %v", what, err)
+		_ = os.Remove(path)
+		return
+	}
+	res.Profiles = append(res.Profiles, path)
 }
 
 // coldStartResult is what coldStart measures, as durations since the
@@ -560,8 +553,10 @@ func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int,
 		if cs.synced == 0 && cs.leading != 0 {
 			if code, _, err := op.get(ctx, op.metricsAddr, "/readyz", 5*time.Second); err == nil && code == http.StatusOK {
 				cs.synced = time.Since(op.started)
-				if h, err := readHostCPU(b.cfg.OperatorBinary); err == nil && hostStart != nil {
-					cs.host = hostDelta(*hostStart, h, cs.synced)
+				if hostStart != nil {
+					if h, err := readHostCPU(b.cfg.OperatorBinary); err == nil {
+						cs.host = hostDelta(*hostStart, h, cs.synced)
+					}
 				}
 			}
 		}
@@ -608,12 +603,7 @@ func (b *bench) steady(ctx context.Context, env []string, total int, res *Result
 	if err != nil {
 		return err
 	}
-	if err := <-profileDone; err != nil {
-		b.logf("  no steady-state CPU profile: %v", err)
-		_ = os.Remove(cpuPath)
-	} else {
-		res.Profiles = append(res.Profiles, cpuPath)
-	}
+	b.keepProfile(res, "steady-state CPU profile", cpuPath, <-profileDone)
 	res.steady = steadyResult{
 		window: after.at.Sub(before.at),
 		syncs: after.op.sum("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"}) -
