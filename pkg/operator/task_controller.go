@@ -550,21 +550,23 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 	if err != nil || !exists {
 		return false
 	}
-	var status *sandboxv1beta1.SandboxStatus
+	// Read in place: cachedView would wait on the children's gate, under
+	// the queue's lock.
+	var (
+		sandbox metav1.Object
+		status  *sandboxv1beta1.SandboxStatus
+	)
 	switch sb := obj.(type) {
 	case *childView:
-		if !metav1.IsControlledBy(sb, task) {
-			return false
-		}
-		status = sb.SandboxStatus
+		sandbox, status = sb, sb.SandboxStatus
 	case *sandboxv1beta1.Sandbox: // a unit test's store, filled without the transform
-		if !metav1.IsControlledBy(sb, task) {
-			return false
-		}
-		status = &sb.Status
+		sandbox, status = sb, &sb.Status
+	default:
+		return false
 	}
 	// What builders.TaskStatus calls Running: Ready, with an address.
-	return status != nil && status.ServiceFQDN != "" && meta.IsStatusConditionTrue(status.Conditions, builders.ConditionReady)
+	return metav1.IsControlledBy(sandbox, task) && status != nil && status.ServiceFQDN != "" &&
+		meta.IsStatusConditionTrue(status.Conditions, builders.ConditionReady)
 }
 
 // liveSandbox is the view of the task's Sandbox from the cache, or nil.
