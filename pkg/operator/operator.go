@@ -72,7 +72,7 @@ func (o *Operator) Run(ctx context.Context) error {
 		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTransform((&cacheTransform{}).transform))
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
 		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
-	sandboxes := newSandboxInformer(o.Clients.Sandboxes, s.WatchNamespace, s.ResyncPeriod, ownedOnly)
+	sandboxes := NewSandboxInformer(o.Clients.Sandboxes, s.WatchNamespace, s.ResyncPeriod, ownedOnly)
 	// Waited for like the factories' informers when the term ends.
 	var sandboxInformer sync.WaitGroup
 

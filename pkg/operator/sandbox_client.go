@@ -76,9 +76,9 @@ func customResourceClient(base *rest.Config, gv schema.GroupVersion, scheme *run
 	return rest.RESTClientFor(cfg)
 }
 
-// newSandboxInformer is a shared informer of the Sandboxes in namespace (all
+// NewSandboxInformer is a shared informer of the Sandboxes in namespace (all
 // when empty) that tweak selects, decoded into the typed view.
-func newSandboxInformer(client rest.Interface, namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+func NewSandboxInformer(client rest.Interface, namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	return cache.NewSharedIndexInformer(sandboxListWatch(client, namespace, tweak), &sandboxv1beta1.Sandbox{}, resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 }

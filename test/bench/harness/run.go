@@ -52,6 +52,8 @@ type bench struct {
 	schemas []flowSchema
 	tmp     string
 	cancel  context.CancelCauseFunc
+	// floorBinary is the bare client (floor.go), built before the run.
+	floorBinary string
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -90,6 +92,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		_ = os.RemoveAll(b.tmp)
 	}()
 
+	if b.floorBinary, err = buildFloor(ctx, b.tmp); err != nil {
+		return nil, err
+	}
 	b.logf("starting a kwokctl cluster")
 	started := time.Now()
 	b.cluster, err = framework.StartWithOptions(ctx, framework.Options{ImmediateSandbox: true})
@@ -128,7 +133,7 @@ func (b *bench) run(ctx context.Context, res *Result) error {
 	cfg := b.cfg
 
 	// 1. The apiserver's ceiling, before any operator exists.
-	b.logf("1/5 apiserver ceiling (%s per measurement)", cfg.CeilingDuration)
+	b.logf("1/6 apiserver ceiling (%s per measurement)", cfg.CeilingDuration)
 	c, err := b.measureCeiling(ctx)
 	if err != nil {
 		return fmt.Errorf("ceiling: %w", err)
@@ -155,14 +160,18 @@ func (b *bench) run(ctx context.Context, res *Result) error {
 	env := []string{"KUBECONFIG=" + kubeconfig, "CALIBAN_LEASE_NAMESPACE=" + operatorNamespace}
 
 	// 2. Burst and paced arrivals, operator at its defaults.
-	b.logf("2/5 burst of %d tasks, then %d at %.0f/s", cfg.N, cfg.Paced, cfg.PacedRate)
+	b.logf("2/6 burst of %d tasks, then %d at %.0f/s", cfg.N, cfg.Paced, cfg.PacedRate)
 	opA, err := b.start(ctx, "burst", env...)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = opA.Stop() }()
-	if err := b.prepareNamespace(ctx); err != nil {
-		return err
+	// The bare client's namespace is prepared now too: its Workspace is
+	// validated by this operator, which never sees a task there.
+	for _, ns := range []string{benchNamespace, floorNamespace} {
+		if err := b.prepareNamespace(ctx, ns); err != nil {
+			return err
+		}
 	}
 	obs, err := b.observe(ctx, benchNamespace)
 	if err != nil {
@@ -180,7 +189,7 @@ func (b *bench) run(ctx context.Context, res *Result) error {
 	total := cfg.N + cfg.Paced
 
 	// 4. Cold start with every task Running, operator at its defaults.
-	b.logf("3/5 cold start with %d tasks Running", total)
+	b.logf("3/6 cold start with %d tasks Running", total)
 	if err := b.coldStart(ctx, env, total, res); err != nil {
 		return fmt.Errorf("cold start: %w", err)
 	}
@@ -188,11 +197,17 @@ func (b *bench) run(ctx context.Context, res *Result) error {
 	// 3. Steady state under a forced resync: the one setting that is not
 	// the default, because at the default (300 s) a window holding one
 	// resync would take most of 8 minutes.
-	b.logf("4/5 steady state, CALIBAN_RESYNC_SECONDS=%d, over %s", cfg.ResyncSeconds, cfg.SteadyWindow)
+	b.logf("4/6 steady state, CALIBAN_RESYNC_SECONDS=%d, over %s", cfg.ResyncSeconds, cfg.SteadyWindow)
 	if err := b.steady(ctx, append(env, "CALIBAN_RESYNC_SECONDS="+strconv.Itoa(cfg.ResyncSeconds)), total, res); err != nil {
 		return fmt.Errorf("steady state: %w", err)
 	}
-	b.logf("5/5 writing the report")
+	// 5. The floor: the same burst taken to Running by a bare client that
+	// sends the same requests and nothing else.
+	b.logf("5/6 burst of %d tasks, bare client", cfg.N)
+	if err := b.floor(ctx, kubeconfig, res); err != nil {
+		return fmt.Errorf("bare client: %w", err)
+	}
+	b.logf("6/6 writing the report")
 	return nil
 }
 
@@ -209,13 +224,13 @@ func (b *bench) start(_ context.Context, name string, env ...string) (*operatorP
 // prepareNamespace creates the namespace, the provider Secret and the
 // Workspace every task refers to, and waits until the operator has
 // validated the Workspace.
-func (b *bench) prepareNamespace(ctx context.Context) error {
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNamespace}}
+func (b *bench) prepareNamespace(ctx context.Context, namespace string) error {
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := b.admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: providerSecret}, StringData: map[string]string{providerKey: "sk-ant-bench"}}
-	if _, err := b.admin.CoreV1().Secrets(benchNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+	if _, err := b.admin.CoreV1().Secrets(namespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	ws := &calibanv1alpha1.Workspace{
@@ -231,12 +246,12 @@ func (b *bench) prepareNamespace(ctx context.Context) error {
 			}},
 		},
 	}
-	if _, err := b.caliban.CalibanV1alpha1().Workspaces(benchNamespace).Create(ctx, ws, metav1.CreateOptions{}); err != nil {
+	if _, err := b.caliban.CalibanV1alpha1().Workspaces(namespace).Create(ctx, ws, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		got, err := b.caliban.CalibanV1alpha1().Workspaces(benchNamespace).Get(ctx, workspaceName, metav1.GetOptions{})
+		got, err := b.caliban.CalibanV1alpha1().Workspaces(namespace).Get(ctx, workspaceName, metav1.GetOptions{})
 		if err == nil && got.Status.Phase == calibanv1alpha1.WorkspaceReady && got.Status.ObservedGeneration == got.Generation {
 			return nil
 		}
@@ -312,7 +327,7 @@ func (b *bench) settle(ctx context.Context, op *operatorProcess, limit time.Dura
 
 // createTasks creates the named tasks at most perSecond per second with
 // conc creates in flight, and records when each create was sent.
-func (b *bench) createTasks(ctx context.Context, names []string, perSecond float64, conc int) ([]time.Time, error) {
+func (b *bench) createTasks(ctx context.Context, namespace string, names []string, perSecond float64, conc int) ([]time.Time, error) {
 	sent := make([]time.Time, len(names))
 	limiter := rate.NewLimiter(rate.Limit(perSecond), 1)
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -330,7 +345,7 @@ func (b *bench) createTasks(ctx context.Context, names []string, perSecond float
 					},
 				}
 				sent[i] = time.Now()
-				if _, err := b.caliban.CalibanV1alpha1().CalibanTasks(benchNamespace).Create(ctx, task, metav1.CreateOptions{}); err != nil {
+				if _, err := b.caliban.CalibanV1alpha1().CalibanTasks(namespace).Create(ctx, task, metav1.CreateOptions{}); err != nil {
 					cancel(fmt.Errorf("creating CalibanTask %s: %w", names[i], err))
 				}
 			}
@@ -382,7 +397,7 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 	}()
 
 	names := taskNames("t", cfg.N)
-	sent, err := b.createTasks(ctx, names, float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency)
+	sent, err := b.createTasks(ctx, benchNamespace, names, float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency)
 	if err != nil {
 		return err
 	}
@@ -424,7 +439,7 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 func (b *bench) paced(ctx context.Context, obs *observer, res *Result) error {
 	cfg := b.cfg
 	names := taskNames("p", cfg.Paced)
-	sent, err := b.createTasks(ctx, names, cfg.PacedRate, cfg.CreateConcurrency)
+	sent, err := b.createTasks(ctx, benchNamespace, names, cfg.PacedRate, cfg.CreateConcurrency)
 	if err != nil {
 		return err
 	}

@@ -53,15 +53,26 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 	}
 
 	rows := 0
+	values := map[string]float64{} // by measure, the last phase's when several share one
 	for line := range strings.Lines(res.Table) {
 		cells := strings.Split(strings.Trim(strings.TrimSpace(line), "|"), "|")
 		if len(cells) != 4 || strings.HasPrefix(strings.TrimSpace(cells[0]), "---") || strings.TrimSpace(cells[0]) == "Phase" {
 			continue
 		}
 		rows++
-		if _, err := strconv.ParseFloat(strings.TrimSpace(cells[2]), 64); err != nil {
+		v, err := strconv.ParseFloat(strings.TrimSpace(cells[2]), 64)
+		if err != nil {
 			t.Errorf("row %q has no number: %v", line, err)
 		}
+		values[strings.TrimSpace(cells[1])] = v
+	}
+	// The bare client is a floor only if it does the operator's work: the
+	// pin, three children, Running and an Event per task, no more.
+	if got := values["bare client API requests per task (apiserver)"]; got < 6 || got > 6.5 {
+		t.Errorf("the bare client sent %v requests per task, want the operator's 6", got)
+	}
+	if got := values["bare client CPU per task"]; got <= 0 {
+		t.Errorf("the bare client's CPU per task is %v, want a measurement", got)
 	}
 	if rows < 30 {
 		t.Errorf("the table has %d rows, want every figure:\n%s", rows, res.Table)

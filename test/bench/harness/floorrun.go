@@ -1,0 +1,161 @@
+package harness
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// floorNamespace holds the bare client's tasks, apart from the operator's.
+const floorNamespace = "bench-floor"
+
+// floorResult is the bare client's burst, measured like the operator's.
+type floorResult struct {
+	tasks          phaseResult
+	cpu            time.Duration
+	apf            totals
+	readyToRunning []time.Duration
+}
+
+// buildFloor compiles the bare client (test/bench/floor) into dir.
+func buildFloor(ctx context.Context, dir string) (string, error) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "caliban-bench-floor")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./test/bench/floor")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the bare client: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// floor runs a burst of N tasks in floorNamespace taken to Running by the
+// bare client instead of the operator (none runs by then), on the same
+// cluster, with the operator's identity. Its CPU per task is the floor the
+// operator's is read against.
+func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error {
+	cfg := b.cfg
+	logFile, err := os.Create(filepath.Join(b.tmp, "floor.log"))
+	if err != nil {
+		return err
+	}
+	defer func() { _ = logFile.Close() }()
+	cmd := exec.CommandContext(ctx, b.floorBinary, "-kubeconfig", kubeconfig, "-namespace", floorNamespace)
+	cmd.Stderr = logFile
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = stopTimeout
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	// An early exit ends the phase at once rather than at RunningTimeout.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stopping := make(chan struct{})
+	exited := make(chan error, 1)
+	synced := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			if sc.Text() == "synced" {
+				close(synced)
+			}
+		}
+		err := cmd.Wait()
+		select {
+		case <-stopping:
+		default:
+			cancel(fmt.Errorf("the bare client exited unasked (%v); its log: %s", err, logFile.Name()))
+		}
+		exited <- err
+	}()
+	stop := func() error {
+		close(stopping)
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case err := <-exited:
+			return err
+		case <-time.After(stopTimeout):
+			_ = cmd.Process.Kill()
+			return fmt.Errorf("the bare client did not exit within %s of SIGTERM", stopTimeout)
+		}
+	}
+	fail := func(err error) error {
+		_ = stop()
+		return fmt.Errorf("%w (bare client's log: %s)", err, logFile.Name())
+	}
+	select {
+	case <-synced:
+	case err := <-exited:
+		return fmt.Errorf("the bare client exited before its caches synced: %v (log: %s)", err, logFile.Name())
+	case <-time.After(5 * time.Minute):
+		return fail(errors.New("the bare client's caches did not sync within 5 minutes"))
+	case <-ctx.Done():
+		return fail(context.Cause(ctx))
+	}
+
+	obsCtx, cancelObs := context.WithCancel(ctx)
+	defer cancelObs()
+	obs, err := b.observe(obsCtx, floorNamespace)
+	if err != nil {
+		return fail(err)
+	}
+	apfBefore, err := b.apiserverFlows(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	cpuBefore, err := processCPU(cmd.Process.Pid)
+	if err != nil {
+		return fail(err)
+	}
+	names := taskNames("f", cfg.N)
+	sent, err := b.createTasks(ctx, floorNamespace, names, float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency)
+	if err != nil {
+		return fail(err)
+	}
+	if err := obs.waitRunning(ctx, b, names, cfg.RunningTimeout); err != nil {
+		return fail(err)
+	}
+	running := obs.runningAt(names)
+	b.logf("  all %d Running %s after the first create", cfg.N, slices.MaxFunc(running, time.Time.Compare).Sub(sent[0]).Round(time.Millisecond))
+	// Its last Events follow the last Running; the operator's interval
+	// also ends quietFor after its last work.
+	select {
+	case <-ctx.Done():
+		return fail(context.Cause(ctx))
+	case <-time.After(quietFor):
+	}
+	cpuAfter, err := processCPU(cmd.Process.Pid)
+	if err != nil {
+		return fail(err)
+	}
+	apfAfter, err := b.apiserverFlows(ctx)
+	if err != nil {
+		return fail(err)
+	}
+	if err := stop(); err != nil {
+		return fmt.Errorf("the bare client: %w (log: %s)", err, logFile.Name())
+	}
+	res.floor = floorResult{
+		tasks:          phaseResult{names: names, sent: sent, running: running},
+		cpu:            cpuAfter - cpuBefore,
+		apf:            b.totals(apfBefore, apfAfter),
+		readyToRunning: obs.readyToRunning(names),
+	}
+	return nil
+}
