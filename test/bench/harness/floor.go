@@ -43,7 +43,9 @@ import (
 // of a child against its task, no leader election, no metrics. What it
 // costs per task is what any client of this API pays on this machine for
 // those requests and watch events; the operator's excess over it is the
-// most its own code could still save.
+// most its own code could still save. A Running write waits for no worker:
+// it is sent as soon as the event that makes it due arrives, so its
+// latency is the floor of Sandbox Ready → Running too.
 
 // floorWorkers matches the operator's default CALIBAN_WORKERS.
 const floorWorkers = 16
@@ -59,15 +61,11 @@ type floorClient struct {
 	workspaces cache.Indexer
 	sbStore    cache.Store
 
-	work chan floorItem
+	work chan string // tasks to pin and provision
+	errs chan error
 	// ran holds the tasks whose Running write was sent: a Sandbox that
 	// turns Ready is reported by more than one event.
 	ran sync.Map
-}
-
-type floorItem struct {
-	key string
-	run bool // Running and the Event; otherwise the pin and the children
 }
 
 // RunFloor runs the bare client against the cluster of kubeconfig, acting on
@@ -99,7 +97,7 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 	f := &floorClient{
 		namespace: namespace, settings: builders.DefaultAgentSettings(),
 		kube: kube, tasksREST: cal.CalibanV1alpha1().RESTClient(), sandboxes: sandboxes,
-		work: make(chan floorItem, 1024),
+		work: make(chan string, 1024), errs: make(chan error, 1),
 	}
 
 	ownedOnly := func(o *metav1.ListOptions) {
@@ -122,12 +120,12 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 		}
 		switch t.Status.Phase {
 		case "":
-			f.work <- floorItem{key: t.Namespace + "/" + t.Name}
+			f.work <- t.Namespace + "/" + t.Name
 		case calibanv1alpha1.TaskProvisioning:
 			// The Sandbox may have turned Ready before the pin reached
 			// the cache.
 			if sb, ok, _ := f.sbStore.GetByKey(t.Namespace + "/" + builders.SandboxName(t.Name)); ok && sandboxServing(sb.(*sandboxv1beta1.Sandbox)) {
-				f.work <- floorItem{key: t.Namespace + "/" + t.Name, run: true}
+				f.goRunning(ctx, t.Namespace+"/"+t.Name)
 			}
 		}
 	}
@@ -137,7 +135,7 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 			return
 		}
 		if owner := metav1.GetControllerOf(sb); owner != nil {
-			f.work <- floorItem{key: sb.Namespace + "/" + owner.Name, run: true}
+			f.goRunning(ctx, sb.Namespace+"/"+owner.Name)
 		}
 	}
 	if _, err := taskInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -166,7 +164,6 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 		return err
 	}
 
-	errs := make(chan error, floorWorkers)
 	var wg sync.WaitGroup
 	for range floorWorkers {
 		wg.Go(func() {
@@ -174,9 +171,9 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 				select {
 				case <-ctx.Done():
 					return
-				case it := <-f.work:
-					if err := f.handle(ctx, it); err != nil {
-						errs <- err
+				case key := <-f.work:
+					if err := f.provision(ctx, key); err != nil {
+						f.fail(err)
 						return
 					}
 				}
@@ -187,9 +184,33 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 	case <-ctx.Done():
 		wg.Wait()
 		return nil
-	case err := <-errs:
+	case err := <-f.errs:
 		return err
 	}
+}
+
+func (f *floorClient) fail(err error) {
+	select {
+	case f.errs <- err:
+	default:
+	}
+}
+
+// goRunning writes Running for the task of key, now.
+func (f *floorClient) goRunning(ctx context.Context, key string) {
+	go func() {
+		if err := f.running(ctx, key); err != nil && ctx.Err() == nil {
+			f.fail(err)
+		}
+	}()
+}
+
+func (f *floorClient) task(key string) (*calibanv1alpha1.CalibanTask, error) {
+	obj, ok, err := f.tasks.GetByKey(key)
+	if err != nil || !ok {
+		return nil, err
+	}
+	return obj.(*calibanv1alpha1.CalibanTask), nil
 }
 
 func sandboxServing(sb *sandboxv1beta1.Sandbox) bool {
@@ -197,20 +218,12 @@ func sandboxServing(sb *sandboxv1beta1.Sandbox) bool {
 	return c != nil && c.Status == metav1.ConditionTrue && sb.Status.ServiceFQDN != ""
 }
 
-func (f *floorClient) handle(ctx context.Context, it floorItem) error {
-	obj, ok, err := f.tasks.GetByKey(it.key)
-	if err != nil || !ok {
+// provision pins the task and applies its three children.
+func (f *floorClient) provision(ctx context.Context, key string) error {
+	task, err := f.task(key)
+	if err != nil || task == nil {
 		return err
 	}
-	task := obj.(*calibanv1alpha1.CalibanTask)
-	if it.run {
-		return f.running(ctx, task)
-	}
-	return f.provision(ctx, task)
-}
-
-// provision pins the task and applies its three children.
-func (f *floorClient) provision(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
 	wsObj, ok, err := f.workspaces.GetByKey(task.Namespace + "/" + task.Spec.WorkspaceRef.Name)
 	if err != nil || !ok {
 		return fmt.Errorf("the bare client found no Workspace for %s/%s (%v)", task.Namespace, task.Name, err)
@@ -245,7 +258,11 @@ func (f *floorClient) provision(ctx context.Context, task *calibanv1alpha1.Calib
 }
 
 // running writes Running and its Event, once per task.
-func (f *floorClient) running(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
+func (f *floorClient) running(ctx context.Context, key string) error {
+	task, err := f.task(key)
+	if err != nil || task == nil {
+		return err
+	}
 	if _, done := f.ran.LoadOrStore(task.UID, true); done || task.Status.ResolvedWorkspace == nil {
 		if task.Status.ResolvedWorkspace == nil {
 			f.ran.Delete(task.UID) // the pin is not cached yet; the Sandbox's next event retries

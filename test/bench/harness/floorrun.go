@@ -24,6 +24,9 @@ type floorResult struct {
 	cpu            time.Duration
 	apf            totals
 	readyToRunning []time.Duration
+	// pacedReadyToRunning is Sandbox Ready → Running of tasks arriving
+	// at the paced phase's rate after the burst.
+	pacedReadyToRunning []time.Duration
 }
 
 // buildFloor compiles the bare client (test/bench/floor) into dir.
@@ -41,10 +44,11 @@ func buildFloor(ctx context.Context, dir string) (string, error) {
 	return bin, nil
 }
 
-// floor runs a burst of N tasks in floorNamespace taken to Running by the
-// bare client instead of the operator (none runs by then), on the same
-// cluster, with the operator's identity. Its CPU per task is the floor the
-// operator's is read against.
+// floor runs a burst of N tasks, then Paced more at PacedRate, in
+// floorNamespace, taken to Running by the bare client instead of the
+// operator (none runs by then), on the same cluster, with the operator's
+// identity. Its CPU per task of the burst, and its Sandbox Ready → Running
+// at the paced rate, are the floors the operator's are read against.
 func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error {
 	cfg := b.cfg
 	logFile, err := os.Create(filepath.Join(b.tmp, "floor.log"))
@@ -148,14 +152,22 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err != nil {
 		return fail(err)
 	}
+	paced := taskNames("fp", cfg.Paced)
+	if _, err := b.createTasks(ctx, floorNamespace, paced, cfg.PacedRate, cfg.CreateConcurrency); err != nil {
+		return fail(err)
+	}
+	if err := obs.waitRunning(ctx, b, paced, cfg.RunningTimeout); err != nil {
+		return fail(err)
+	}
 	if err := stop(); err != nil {
 		return fmt.Errorf("the bare client: %w (log: %s)", err, logFile.Name())
 	}
 	res.floor = floorResult{
-		tasks:          phaseResult{names: names, sent: sent, running: running},
-		cpu:            cpuAfter - cpuBefore,
-		apf:            b.totals(apfBefore, apfAfter),
-		readyToRunning: obs.readyToRunning(names),
+		tasks:               phaseResult{names: names, sent: sent, running: running},
+		cpu:                 cpuAfter - cpuBefore,
+		apf:                 b.totals(apfBefore, apfAfter),
+		readyToRunning:      obs.readyToRunning(names),
+		pacedReadyToRunning: obs.readyToRunning(paced),
 	}
 	return nil
 }

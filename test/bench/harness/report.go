@@ -123,6 +123,7 @@ func (r *Result) rows() []row {
 	steady := fmt.Sprintf("steady, resync %ds", cfg.ResyncSeconds)
 	cold := fmt.Sprintf("cold start, %d tasks", cfg.N+cfg.Paced)
 	floor := fmt.Sprintf("bare client, burst of %d", cfg.N)
+	floorPaced := fmt.Sprintf("bare client, paced, %d at %g/s", cfg.Paced, cfg.PacedRate)
 	fl := r.floor
 	host := hostDelta(bu.before.host, bu.after.host, bu.after.at.Sub(bu.before.at))
 	machine := host.machineLimit(n)
@@ -184,6 +185,8 @@ func (r *Result) rows() []row {
 		{floor, "operator CPU per task / bare client CPU per task", (ms(bu.after.cpu-bu.before.cpu) / n) / (ms(fl.cpu) / n), "×"},
 		{floor, "Sandbox Ready → Running p50", percentile(fl.readyToRunning, 50), "ms"},
 		{floor, "Sandbox Ready → Running p99", percentile(fl.readyToRunning, 99), "ms"},
+		{floorPaced, "Sandbox Ready → Running p50", percentile(fl.pacedReadyToRunning, 50), "ms"},
+		{floorPaced, "Sandbox Ready → Running p99", percentile(fl.pacedReadyToRunning, 99), "ms"},
 	}
 }
 
@@ -294,10 +297,10 @@ func (r *Result) method() string {
 - **Latencies**: one watch on CalibanTasks and one on Sandboxes, opened before the burst, record the first moment each task is seen Running and each Sandbox is seen Ready=True; create → Running starts when the create request is sent. Percentiles are nearest-rank. The paced phase creates %d more tasks at %g/s on the same operator.
 - **Steady state**: once the steady-state operator has synced every task and been quiet (as above) for %s, the FlowSchema counters, its syncs and its CPU are taken over the window. Lease renewals (leader election) are writes too and are counted.
 - **Cold start**: the burst's operator is stopped with SIGTERM and a fresh one (defaults) started over every task Running. Times are from the process start; caches synced = first /readyz 200 while it holds the lease (a standby answers 200 too), polled every 100 ms; first sync = its syncs_total above 0; every task synced = syncs_total reaching the number of tasks. Requests are counted from before the start until it is quiet.
-- **Bare client**: last, with no operator running, a client built from test/bench/floor takes a second burst of %d tasks (another namespace, same Workspace spec, same pacing) to Running with the operator's identity, transport and codecs (protobuf for built-in kinds, the operator's JSON decoding for custom resources, no compression, no client-side limit) and the operator's builders. It watches the same four kinds and sends the same writes per task (the pin with Provisioning, ServiceAccount, NetworkPolicy, Sandbox, then Running and one Event), decodes no answer, and does nothing else: no queue, retries, admission, checks of children or leader election. Its CPU (/proc, from before the first create until %s after the last Running) per task is the floor of this machine for those requests and watch events; the ratio is the operator's CPU per task over it, from the same run.
+- **Bare client**: last, with no operator running, a client built from test/bench/floor takes a second burst of %d tasks (another namespace, same Workspace spec, same pacing) to Running with the operator's identity, transport and codecs (protobuf for built-in kinds, the operator's JSON decoding for custom resources, no compression, no client-side limit) and the operator's builders. It watches the same four kinds and sends the same writes per task (the pin with Provisioning, ServiceAccount, NetworkPolicy, Sandbox, then Running and one Event), decodes no answer, and does nothing else: no queue, retries, admission, checks of children or leader election. Its CPU (/proc, from before the first create until %s after the last Running) per task is the floor of this machine for those requests and watch events; the ratio is the operator's CPU per task over it, from the same run. It sends a Running write the moment the watch event that makes it due arrives, waiting for no worker; after the burst, %d more tasks arrive at %g/s as in the operator's paced phase, and their Sandbox Ready → Running is the floor of that latency on this machine.
 - **Profiles**: a CPU profile over the first %s of the burst, a heap profile after it, a CPU profile of the cold start (%s from the moment the endpoint answers) and a CPU profile of the steady-state window, from the operator's pprof endpoint (CALIBAN_PPROF_BIND_ADDRESS) when it serves one; and a CPU profile of the kube-apiserver over the cold start (its /debug/pprof, same length, from the moment the operator starts).
 `, cfg.CeilingDuration, cfg.CeilingConcurrency, cfg.CeilingConcurrency, cfg.ResyncSeconds, cfg.SteadyWindow,
-		cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, quietFor, cfg.Paced, cfg.PacedRate, quietFor, cfg.N, quietFor, cfg.CPUProfile, cfg.ColdStartProfile)
+		cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, quietFor, cfg.Paced, cfg.PacedRate, quietFor, cfg.N, quietFor, cfg.Paced, cfg.PacedRate, cfg.CPUProfile, cfg.ColdStartProfile)
 }
 
 // write renders the report and the plot into the results directory.
