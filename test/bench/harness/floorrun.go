@@ -27,6 +27,10 @@ type floorResult struct {
 	// pacedReadyToRunning is Sandbox Ready → Running of tasks arriving
 	// at the paced phase's rate after the burst.
 	pacedReadyToRunning []time.Duration
+	// synced is start → caches synced over the tasks the operator's cold
+	// start saw, and host the machine's CPU in that time.
+	synced time.Duration
+	host   hostShare
 }
 
 // buildFloor compiles the bare client (test/bench/floor) into dir.
@@ -35,7 +39,7 @@ func buildFloor(ctx context.Context, dir string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "caliban-bench-floor")
+	bin := filepath.Join(dir, floorKey)
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./test/bench/floor")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -47,8 +51,9 @@ func buildFloor(ctx context.Context, dir string) (string, error) {
 // floor runs a burst of N tasks, then Paced more at PacedRate, in
 // floorNamespace, taken to Running by the bare client instead of the
 // operator (none runs by then), on the same cluster, with the operator's
-// identity. Its CPU per task of the burst, and its Sandbox Ready → Running
-// at the paced rate, are the floors the operator's are read against.
+// identity. Its start over the tasks the operator's cold start saw, its
+// CPU per task of the burst, and its Sandbox Ready → Running at the paced
+// rate are the floors the operator's are read against.
 func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error {
 	cfg := b.cfg
 	logFile, err := os.Create(filepath.Join(b.tmp, "floor.log"))
@@ -64,6 +69,11 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err != nil {
 		return err
 	}
+	hostStart, err := readHostCPU(b.cfg.OperatorBinary)
+	if err != nil {
+		return err
+	}
+	started := time.Now()
 	if err := cmd.Start(); err != nil {
 		return err
 	}
@@ -105,6 +115,12 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	}
 	select {
 	case <-synced:
+		res.floor.synced = time.Since(started)
+		hostSynced, err := readHostCPU(b.cfg.OperatorBinary)
+		if err != nil {
+			return fail(err)
+		}
+		res.floor.host = hostDelta(hostStart, hostSynced, res.floor.synced)
 	case err := <-exited:
 		return fmt.Errorf("the bare client exited before its caches synced: %v (log: %s)", err, logFile.Name())
 	case <-time.After(5 * time.Minute):
@@ -162,12 +178,10 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err := stop(); err != nil {
 		return fmt.Errorf("the bare client: %w (log: %s)", err, logFile.Name())
 	}
-	res.floor = floorResult{
-		tasks:               phaseResult{names: names, sent: sent, running: running},
-		cpu:                 cpuAfter - cpuBefore,
-		apf:                 b.totals(apfBefore, apfAfter),
-		readyToRunning:      obs.readyToRunning(names),
-		pacedReadyToRunning: obs.readyToRunning(paced),
-	}
+	res.floor.tasks = phaseResult{names: names, sent: sent, running: running}
+	res.floor.cpu = cpuAfter - cpuBefore
+	res.floor.apf = b.totals(apfBefore, apfAfter)
+	res.floor.readyToRunning = obs.readyToRunning(names)
+	res.floor.pacedReadyToRunning = obs.readyToRunning(paced)
 	return nil
 }

@@ -26,6 +26,9 @@ var benchProcesses = []string{"etcd", "kube-apiserver", "kube-controller", "kube
 
 const operatorKey = "caliban-operator"
 
+// floorKey is the bare client's row, and its binary's name (floorrun.go).
+const floorKey = "caliban-floor"
+
 // readHostCPU reads the machine's CPU and its processes'; the processes of
 // operatorBinary are the operator's.
 func readHostCPU(operatorBinary string) (hostCPU, error) {
@@ -73,9 +76,12 @@ func readHostCPU(operatorBinary string) (hostCPU, error) {
 		}
 		name := strings.TrimSpace(string(comm))
 		key := "other"
-		if name == operatorComm {
+		switch name {
+		case operatorComm:
 			key = operatorKey
-		} else {
+		case floorKey:
+			key = floorKey
+		default:
 			for _, p := range benchProcesses {
 				if strings.HasPrefix(name, p) {
 					key = p
