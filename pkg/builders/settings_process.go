@@ -65,7 +65,7 @@ func DefaultProcessSettings() ProcessSettings {
 		LeaseGrace:         5 * time.Second,
 		PodName:            defaultPodName,
 		MetricsBindAddress: ":8080",
-		Workers:            16,
+		Workers:            32,
 		KubeAPIQPS:         NoClientRateLimit,
 		KubeAPIBurst:       100,
 		LogVerbosity:       0,

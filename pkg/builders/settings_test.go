@@ -87,7 +87,7 @@ func TestDefaultSettings(t *testing.T) {
 			LeaseGrace:         5 * time.Second,
 			PodName:            "caliban-operator",
 			MetricsBindAddress: ":8080",
-			Workers:            16,
+			Workers:            32,
 			KubeAPIQPS:         -1,
 			KubeAPIBurst:       100,
 			LogVerbosity:       0,

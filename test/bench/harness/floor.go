@@ -47,8 +47,6 @@ import (
 // it is sent as soon as the event that makes it due arrives, so its
 // latency is the floor of Sandbox Ready → Running too.
 
-// floorWorkers matches the operator's default CALIBAN_WORKERS.
-const floorWorkers = 16
 
 type floorClient struct {
 	namespace string
@@ -164,8 +162,9 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 		return err
 	}
 
+	// As many pins in flight as the operator's default workers.
 	var wg sync.WaitGroup
-	for range floorWorkers {
+	for range builders.DefaultProcessSettings().Workers {
 		wg.Go(func() {
 			for {
 				select {
