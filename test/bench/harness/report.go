@@ -142,6 +142,7 @@ func (r *Result) rows() []row {
 		{burst, "machine busy (all cores)", host.busyPercent, "%"},
 		{burst, "operator API requests per task (apiserver)", bu.apf.requests / n, "requests"},
 		{burst, "operator API writes per task (apiserver)", bu.apf.writes / n, "writes"},
+		{burst, "of which object writes, not Events", (bu.apf.writes - bu.apf.eventWrites) / n, "writes"},
 		{burst, "operator API reads per task (apiserver)", bu.apf.reads / n, "reads"},
 		{burst, "calibantask syncs per task", bu.opDelta("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"}) / n, "syncs"},
 		{burst, "operator CPU per task", ms(bu.after.cpu-bu.before.cpu) / n, "ms"},

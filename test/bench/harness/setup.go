@@ -284,7 +284,9 @@ const apfDispatched = "apiserver_flowcontrol_dispatched_requests_total"
 // all, writes and reads.
 type totals struct {
 	requests, writes, reads float64
-	bySchema                map[string]float64
+	// eventWrites are the writes of Events, part of writes.
+	eventWrites float64
+	bySchema    map[string]float64
 }
 
 func (b *bench) totals(before, after apfCounts) totals {
@@ -295,6 +297,9 @@ func (b *bench) totals(before, after apfCounts) totals {
 		t.requests += v
 		if fs.write {
 			t.writes += v
+			if strings.HasSuffix(fs.resource, "/events") || fs.resource == "events" {
+				t.eventWrites += v
+			}
 		} else {
 			t.reads += v
 		}
