@@ -31,6 +31,10 @@ type floorResult struct {
 	// start saw, and host the machine's CPU in that time.
 	synced time.Duration
 	host   hostShare
+	// burstHost is the machine's CPU during the burst: the apiserver's
+	// per task says whether the machine ran at the speed it did for the
+	// operator's burst.
+	burstHost hostShare
 }
 
 // buildFloor compiles the bare client (test/bench/floor) into dir.
@@ -143,6 +147,11 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err != nil {
 		return fail(err)
 	}
+	hostBefore, err := readHostCPU(cfg.OperatorBinary)
+	if err != nil {
+		return fail(err)
+	}
+	burstStart := time.Now()
 	names := taskNames("f", cfg.N)
 	sent, err := b.createTasks(ctx, floorNamespace, names, float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency)
 	if err != nil {
@@ -164,6 +173,11 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err != nil {
 		return fail(err)
 	}
+	hostAfter, err := readHostCPU(cfg.OperatorBinary)
+	if err != nil {
+		return fail(err)
+	}
+	res.floor.burstHost = hostDelta(hostBefore, hostAfter, time.Since(burstStart))
 	apfAfter, err := b.apiserverFlows(ctx)
 	if err != nil {
 		return fail(err)
