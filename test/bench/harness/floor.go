@@ -47,7 +47,6 @@ import (
 // it is sent as soon as the event that makes it due arrives, so its
 // latency is the floor of Sandbox Ready → Running too.
 
-
 type floorClient struct {
 	namespace string
 	settings  builders.AgentSettings
