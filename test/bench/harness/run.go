@@ -150,14 +150,14 @@ func (b *bench) run(ctx context.Context, res *Result) error {
 		return err
 	}
 	res.schemas = b.schemas
-	kubeconfig, err := b.operatorKubeconfig(ctx, b.tmp)
+	kubeconfig, err := b.cluster.OperatorKubeconfig(ctx, b.tmp, 24*time.Hour)
 	if err != nil {
 		return err
 	}
 	// What the environment requires and nothing else: how to reach the
 	// cluster, where the lease lives (in a pod, the downward API says),
 	// and free loopback ports for metrics and pprof.
-	env := []string{"KUBECONFIG=" + kubeconfig, "CALIBAN_LEASE_NAMESPACE=" + operatorNamespace}
+	env := []string{"KUBECONFIG=" + kubeconfig, "CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace}
 
 	// 2. Burst and paced arrivals, operator at its defaults.
 	b.logf("2/6 burst of %d tasks, then %d at %.0f/s", cfg.N, cfg.Paced, cfg.PacedRate)

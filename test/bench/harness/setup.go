@@ -10,22 +10,13 @@ import (
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
-)
 
-// The operator's identity as manifests/base installs it.
-const (
-	operatorNamespace = "caliban-system"
-	operatorSA        = "caliban-operator"
+	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // installOperatorRBAC applies manifests/base as `kubectl apply -k` would,
@@ -33,24 +24,13 @@ const (
 // process instead), and returns the RBAC rules it grants the operator, for
 // the per-resource FlowSchemas.
 func (b *bench) installOperatorRBAC(ctx context.Context) ([]rbacv1.PolicyRule, error) {
-	opts := krusty.MakeDefaultOptions()
-	opts.Reorder = krusty.ReorderOptionLegacy // namespaces first, as kubectl does
-	resMap, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), filepath.Join(b.cluster.Root, "manifests", "base"))
+	all, err := framework.Kustomize(b.cluster.Root, filepath.Join("manifests", "base"))
 	if err != nil {
-		return nil, fmt.Errorf("kustomize manifests/base: %w", err)
+		return nil, err
 	}
 	var objs []*unstructured.Unstructured
 	var rules []rbacv1.PolicyRule
-	for _, r := range resMap.Resources() {
-		// Through JSON: kustomize's maps hold int, unstructured wants int64.
-		data, err := r.MarshalJSON()
-		if err != nil {
-			return nil, err
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(data); err != nil {
-			return nil, err
-		}
+	for _, u := range all {
 		switch u.GetKind() {
 		case "Deployment":
 			continue
@@ -67,32 +47,6 @@ func (b *bench) installOperatorRBAC(ctx context.Context) ([]rbacv1.PolicyRule, e
 		return nil, err
 	}
 	return rules, nil
-}
-
-// operatorKubeconfig mints a token for the operator's ServiceAccount
-// (TokenRequest) and writes a kubeconfig that authenticates with it alone,
-// so that the apiserver attributes the operator's requests to it.
-func (b *bench) operatorKubeconfig(ctx context.Context, dir string) (string, error) {
-	tr, err := b.admin.CoreV1().ServiceAccounts(operatorNamespace).CreateToken(ctx, operatorSA,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(24 * 3600))}},
-		metav1.CreateOptions{})
-	if err != nil {
-		return "", fmt.Errorf("requesting a token for %s/%s: %w", operatorNamespace, operatorSA, err)
-	}
-	cfg := b.cluster.Config
-	ca := cfg.CAData
-	if len(ca) == 0 && cfg.CAFile != "" {
-		if ca, err = os.ReadFile(cfg.CAFile); err != nil {
-			return "", err
-		}
-	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: ca, InsecureSkipTLSVerify: len(ca) == 0}
-	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	kc.Contexts["operator"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "operator"}
-	kc.CurrentContext = "operator"
-	path := filepath.Join(dir, "operator.kubeconfig")
-	return path, clientcmd.WriteToFile(*kc, path)
 }
 
 // APF objects that attribute the operator's requests on the apiserver.
@@ -157,7 +111,7 @@ func (b *bench) installFlowSchemas(ctx context.Context, rules []rbacv1.PolicyRul
 
 	subject := flowcontrolv1.Subject{
 		Kind:           flowcontrolv1.SubjectKindServiceAccount,
-		ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Namespace: operatorNamespace, Name: operatorSA},
+		ServiceAccount: &flowcontrolv1.ServiceAccountSubject{Namespace: framework.OperatorNamespace, Name: framework.OperatorServiceAccount},
 	}
 	var schemas []flowSchema
 	var objs []*flowcontrolv1.FlowSchema

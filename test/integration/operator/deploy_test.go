@@ -3,7 +3,6 @@ package operator_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,16 +10,11 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -34,8 +28,8 @@ import (
 // implies passes PodSecurity "restricted".
 
 const (
-	operatorNamespace = "caliban-system"
-	operatorSA        = "caliban-operator"
+	operatorNamespace = framework.OperatorNamespace
+	operatorSA        = framework.OperatorServiceAccount
 	singleNamespace   = "caliban-tasks"
 )
 
@@ -43,51 +37,19 @@ const (
 // would.
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
-	opts := krusty.MakeDefaultOptions()
-	opts.Reorder = krusty.ReorderOptionLegacy // kubectl's order: namespaces and CRDs first
-	resMap, err := krusty.MakeKustomizer(opts).
-		Run(filesys.MakeFsOnDisk(), filepath.Join(cluster.Root, dir))
+	objs, err := framework.Kustomize(cluster.Root, dir)
 	if err != nil {
-		t.Fatalf("kustomize %s: %v", dir, err)
-	}
-	var objs []*unstructured.Unstructured
-	for _, r := range resMap.Resources() {
-		// Through JSON: kustomize's maps hold int, unstructured wants int64.
-		b, err := r.MarshalJSON()
-		if err != nil {
-			t.Fatal(err)
-		}
-		u := &unstructured.Unstructured{}
-		if err := u.UnmarshalJSON(b); err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, u)
+		t.Fatal(err)
 	}
 	return objs
 }
 
-// operatorKubeconfig mints a token for the operator's ServiceAccount
-// (TokenRequest) and writes a kubeconfig that authenticates with it alone.
+// operatorKubeconfig is a kubeconfig that authenticates as the operator's
+// ServiceAccount alone.
 func operatorKubeconfig(t *testing.T) string {
 	t.Helper()
-	tr, err := cluster.Kube.CoreV1().ServiceAccounts(operatorNamespace).CreateToken(context.Background(), operatorSA,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: new(int64(3600))}}, metav1.CreateOptions{})
+	path, err := cluster.OperatorKubeconfig(context.Background(), t.TempDir(), time.Hour)
 	if err != nil {
-		t.Fatalf("requesting a token for %s/%s: %v", operatorNamespace, operatorSA, err)
-	}
-	ca := cluster.Config.CAData
-	if len(ca) == 0 && cluster.Config.CAFile != "" {
-		if ca, err = os.ReadFile(cluster.Config.CAFile); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cfg := clientcmdapi.NewConfig()
-	cfg.Clusters["test"] = &clientcmdapi.Cluster{Server: cluster.Config.Host, CertificateAuthorityData: ca, InsecureSkipTLSVerify: len(ca) == 0}
-	cfg.AuthInfos["operator"] = &clientcmdapi.AuthInfo{Token: tr.Status.Token}
-	cfg.Contexts["operator"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "operator"}
-	cfg.CurrentContext = "operator"
-	path := filepath.Join(t.TempDir(), "operator.kubeconfig")
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
 		t.Fatal(err)
 	}
 	return path
