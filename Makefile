@@ -11,7 +11,7 @@ GO ?= go
 # Integration tests share one cluster per package; run packages one at a
 # time so two control planes never compete for the machine's two cores.
 INTEGRATION_FLAGS ?= -p 1 -count=1 -timeout 40m
-UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/integration/)
+UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration/ -e /test/faults)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -47,8 +47,12 @@ test-unit: ## Unit tests: builders, sync handlers, generated-artefact checks.
 	$(GO) test -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
-test-integration: tools ## Integration tests against a real control plane (kwokctl).
-	$(GO) test $(INTEGRATION_FLAGS) ./test/integration/...
+test-integration: tools ## Integration tests against a real control plane (kwokctl), and the fault scenarios at their short sizes.
+	$(GO) test $(INTEGRATION_FLAGS) ./test/integration/... ./test/faults/...
+
+.PHONY: test-faults
+test-faults: tools ## The fault scenarios at full size (docs/reliability.md); each on a fresh cluster.
+	CALIBAN_FAULTS_FULL=1 $(GO) test $(INTEGRATION_FLAGS) -v ./test/faults/...
 
 .PHONY: test
 test: test-unit test-integration ## Unit and integration tests.

@@ -9,7 +9,6 @@
 package latesandbox_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +19,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,7 +71,7 @@ func buildOperator() (func(), error) {
 type operatorProcess struct {
 	metricsAddr string
 	cmd         *exec.Cmd
-	output      *syncBuffer
+	output      *framework.SyncBuffer
 	exited      chan struct{}
 	state       *os.ProcessState
 }
@@ -96,7 +94,7 @@ func startOperator(t *testing.T, ns string, env ...string) *operatorProcess {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &operatorProcess{metricsAddr: ln.Addr().String(), output: &syncBuffer{}, exited: make(chan struct{})}
+	p := &operatorProcess{metricsAddr: ln.Addr().String(), output: &framework.SyncBuffer{}, exited: make(chan struct{})}
 	_ = ln.Close()
 
 	var vars []string
@@ -196,23 +194,4 @@ func (p *operatorProcess) metric(name string, labels ...string) (float64, error)
 		sum += v
 	}
 	return sum, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writers and the
-// test's readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

@@ -1,7 +1,6 @@
 package operator_test
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +29,7 @@ type operatorProcess struct {
 	metricsAddr string
 
 	cmd    *exec.Cmd
-	output *syncBuffer
+	output *framework.SyncBuffer
 	exited chan struct{}
 	// state is set before exited is closed.
 	state *os.ProcessState
@@ -84,7 +83,7 @@ func launchOperator(t *testing.T, name, metricsAddr, ns string, env ...string) *
 	p := &operatorProcess{
 		name:        name,
 		metricsAddr: metricsAddr,
-		output:      &syncBuffer{},
+		output:      &framework.SyncBuffer{},
 		exited:      make(chan struct{}),
 	}
 	vars := []string{
@@ -224,25 +223,6 @@ var handedOut = struct {
 	ports map[int]bool
 }{ports: map[int]bool{}}
 
-// syncBuffer is a bytes.Buffer safe for the process's writers and the
-// test's readers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // runOperatorToExit runs the binary with env (added to the defaults of
 // startOperator) and waits up to timeout for it to exit on its own.
 func runOperatorToExit(t testing.TB, timeout time.Duration, env ...string) (code int, stdout, stderr string, err error) {
@@ -266,7 +246,7 @@ func runOperatorOnce(t testing.TB, timeout time.Duration, env ...string) (code i
 		fmt.Sprintf("CALIBAN_METRICS_BIND_ADDRESS=127.0.0.1:%d", freePort(t)),
 		"CALIBAN_LEADER_ELECTION=false",
 	}, env...)...)
-	var out, errOut syncBuffer
+	var out, errOut framework.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
