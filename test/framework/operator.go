@@ -22,9 +22,9 @@ type Operator struct {
 	cmd    *exec.Cmd
 	output *SyncBuffer
 	exited chan struct{}
-	state  *exec.ExitError
-	err    error
-	once   sync.Once
+	// waitErr is why the process ended, set before exited is closed.
+	waitErr error
+	once    sync.Once
 }
 
 // StartOperator runs bin with the environment stripped of the caller's
@@ -40,12 +40,7 @@ func StartOperator(name, bin, metricsAddr string, env ...string) (*Operator, err
 		return nil, fmt.Errorf("starting operator %s: %w", name, err)
 	}
 	go func() {
-		err := p.cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); ok {
-			p.state = ee
-		} else {
-			p.err = err
-		}
+		p.waitErr = p.cmd.Wait()
 		close(p.exited)
 	}()
 	return p, nil
@@ -53,9 +48,6 @@ func StartOperator(name, bin, metricsAddr string, env ...string) (*Operator, err
 
 // Pid is the process's id.
 func (p *Operator) Pid() int { return p.cmd.Process.Pid }
-
-// Exited is closed once the process has exited.
-func (p *Operator) Exited() <-chan struct{} { return p.exited }
 
 // Output is everything the process wrote so far, stdout and stderr.
 func (p *Operator) Output() string { return p.output.String() }
@@ -82,8 +74,8 @@ func (p *Operator) Stop(timeout time.Duration) error {
 		}
 	})
 	<-p.exited
-	if err == nil && p.state != nil {
-		err = fmt.Errorf("operator %s exited with %v", p.Name, p.state)
+	if err == nil && p.waitErr != nil {
+		err = fmt.Errorf("operator %s exited with %v", p.Name, p.waitErr)
 	}
 	return err
 }
