@@ -100,15 +100,14 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: name}
 		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, sandboxNotReadyMessage(name))
 	default:
-		sbReady := meta.FindStatusCondition(in.Sandbox.Status.Conditions, ConditionReady)
-		fqdn := in.Sandbox.Status.ServiceFQDN
-		if sbReady != nil && sbReady.Status == metav1.ConditionTrue && fqdn != "" {
+		if SandboxServing(&in.Sandbox.Status) {
 			status.Phase = calibanv1alpha1.TaskRunning
-			status.CalibandEndpoint = fqdn + ":" + strconv.Itoa(int(s.CalibandPort))
+			status.CalibandEndpoint = in.Sandbox.Status.ServiceFQDN + ":" + strconv.Itoa(int(s.CalibandPort))
 			setReady(metav1.ConditionTrue, ReasonRunning, "caliband is serving at "+status.CalibandEndpoint)
 			break
 		}
 		status.Phase = calibanv1alpha1.TaskProvisioning
+		sbReady := meta.FindStatusCondition(in.Sandbox.Status.Conditions, ConditionReady)
 		msg := sandboxNotReadyMessage(in.Sandbox.Name)
 		switch {
 		case sbReady != nil && sbReady.Message != "":
@@ -122,6 +121,12 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		status.Conditions = []metav1.Condition{withTransitionTime(*ready, task.Status.Conditions, in.Now)}
 	}
 	return status
+}
+
+// SandboxServing reports what makes a task Running: its Sandbox is Ready
+// and has a serviceFQDN to reach caliband at.
+func SandboxServing(st *sandboxv1beta1.SandboxStatus) bool {
+	return st != nil && st.ServiceFQDN != "" && meta.IsStatusConditionTrue(st.Conditions, ConditionReady)
 }
 
 // TaskStatusChanged reports whether applying desired would change a field

@@ -564,9 +564,7 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 	default:
 		return false
 	}
-	// What builders.TaskStatus calls Running: Ready, with an address.
-	return metav1.IsControlledBy(sandbox, task) && status != nil && status.ServiceFQDN != "" &&
-		meta.IsStatusConditionTrue(status.Conditions, builders.ConditionReady)
+	return metav1.IsControlledBy(sandbox, task) && builders.SandboxServing(status)
 }
 
 // liveSandbox is the view of the task's Sandbox from the cache, or nil.

@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -121,14 +120,14 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 		case calibanv1alpha1.TaskProvisioning:
 			// The Sandbox may have turned Ready before the pin reached
 			// the cache.
-			if sb, ok, _ := f.sbStore.GetByKey(t.Namespace + "/" + builders.SandboxName(t.Name)); ok && sandboxServing(sb.(*sandboxv1beta1.Sandbox)) {
+			if sb, ok, _ := f.sbStore.GetByKey(t.Namespace + "/" + builders.SandboxName(t.Name)); ok && builders.SandboxServing(&sb.(*sandboxv1beta1.Sandbox).Status) {
 				f.goRunning(ctx, t.Namespace+"/"+t.Name)
 			}
 		}
 	}
 	onSandbox := func(obj any) {
 		sb, ok := obj.(*sandboxv1beta1.Sandbox)
-		if !ok || sb.Namespace != namespace || !sandboxServing(sb) {
+		if !ok || sb.Namespace != namespace || !builders.SandboxServing(&sb.Status) {
 			return
 		}
 		if owner := metav1.GetControllerOf(sb); owner != nil {
@@ -209,11 +208,6 @@ func (f *floorClient) task(key string) (*calibanv1alpha1.CalibanTask, error) {
 		return nil, err
 	}
 	return obj.(*calibanv1alpha1.CalibanTask), nil
-}
-
-func sandboxServing(sb *sandboxv1beta1.Sandbox) bool {
-	c := meta.FindStatusCondition(sb.Status.Conditions, builders.ConditionReady)
-	return c != nil && c.Status == metav1.ConditionTrue && sb.Status.ServiceFQDN != ""
 }
 
 // provision pins the task and applies its three children.
