@@ -21,7 +21,6 @@ const floorNamespace = "bench-floor"
 // floorResult is the bare client's burst, measured like the operator's.
 type floorResult struct {
 	tasks          phaseResult
-	cpu            time.Duration
 	apf            totals
 	readyToRunning []time.Duration
 	// pacedReadyToRunning is Sandbox Ready → Running of tasks arriving
@@ -31,9 +30,9 @@ type floorResult struct {
 	// start saw, and host the machine's CPU in that time.
 	synced time.Duration
 	host   hostShare
-	// burstHost is the machine's CPU during the burst: the apiserver's
-	// per task says whether the machine ran at the speed it did for the
-	// operator's burst.
+	// burstHost is the machine's CPU during the burst: the bare client's
+	// own, and the apiserver's, whose CPU per task says whether the machine
+	// ran at the speed it did for the operator's burst.
 	burstHost hostShare
 }
 
@@ -143,10 +142,6 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err != nil {
 		return fail(err)
 	}
-	cpuBefore, err := processCPU(cmd.Process.Pid)
-	if err != nil {
-		return fail(err)
-	}
 	hostBefore, err := readHostCPU(cfg.OperatorBinary)
 	if err != nil {
 		return fail(err)
@@ -169,10 +164,6 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 		return fail(context.Cause(ctx))
 	case <-time.After(quietFor):
 	}
-	cpuAfter, err := processCPU(cmd.Process.Pid)
-	if err != nil {
-		return fail(err)
-	}
 	hostAfter, err := readHostCPU(cfg.OperatorBinary)
 	if err != nil {
 		return fail(err)
@@ -193,7 +184,6 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 		return fmt.Errorf("the bare client: %w (log: %s)", err, logFile.Name())
 	}
 	res.floor.tasks = phaseResult{names: names, sent: sent, running: running}
-	res.floor.cpu = cpuAfter - cpuBefore
 	res.floor.apf = b.totals(apfBefore, apfAfter)
 	res.floor.readyToRunning = obs.readyToRunning(names)
 	res.floor.pacedReadyToRunning = obs.readyToRunning(paced)
