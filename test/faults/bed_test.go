@@ -54,12 +54,22 @@ func sizes() scenarioSizes {
 		convergeTimeout: 3 * time.Minute, scenarioTimeout: 6 * time.Minute}
 }
 
-// The operator binary is built once per package run.
+// The operator binary is built once per package run, into binDir, which
+// TestMain removes.
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 func operatorBinary(t *testing.T) string {
 	t.Helper()
@@ -69,12 +79,11 @@ func operatorBinary(t *testing.T) string {
 			buildErr = err
 			return
 		}
-		dir, err := os.MkdirTemp("", "caliban-faults-")
-		if err != nil {
+		if binDir, err = os.MkdirTemp("", "caliban-faults-"); err != nil {
 			buildErr = err
 			return
 		}
-		binPath = filepath.Join(dir, "caliban-operator")
+		binPath = filepath.Join(binDir, "caliban-operator")
 		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/caliban-operator")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -149,7 +158,8 @@ func (b *bed) startOperator(name string) (*framework.Operator, error) {
 }
 
 // namespace makes a namespace with a provider Secret and a Workspace "ws"
-// whose one provider runs model, and waits until the Workspace is Ready.
+// whose one provider runs model. The operator validates the Workspace when
+// it runs; tasks created before that wait for it in Pending.
 func (b *bed) namespace(t *testing.T, ctx context.Context, name, model string) string {
 	t.Helper()
 	c := b.cluster

@@ -3,9 +3,7 @@ package framework
 import (
 	"bytes"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -78,18 +76,6 @@ func (p *Operator) Stop(timeout time.Duration) error {
 		err = fmt.Errorf("operator %s exited with %v", p.Name, p.waitErr)
 	}
 	return err
-}
-
-// Get fetches a path of the metrics server.
-func (p *Operator) Get(path string) (int, string, error) {
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + p.MetricsAddr + path)
-	if err != nil {
-		return 0, "", err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body), err
 }
 
 // FreeLoopbackAddr is a loopback address whose port was free a moment ago.
