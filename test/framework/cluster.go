@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -58,6 +59,9 @@ type Cluster struct {
 	tempDir string
 	// opts are the Options the cluster was started with.
 	opts Options
+	// stopped are the components StopComponent stopped, by name.
+	stoppedMu sync.Mutex
+	stopped   map[string]stoppedComponent
 }
 
 // RepoRoot finds the repository root from the working directory (go test
@@ -136,6 +140,13 @@ func (c *Cluster) create(ctx context.Context) error {
 		// names a resource the apiserver does not serve yet.
 		"--enable-crds", "Stage",
 		"--wait", "2m",
+	}
+	if c.opts.AuditOperator {
+		policy := filepath.Join(c.tempDir, "audit-policy.yaml")
+		if err := os.WriteFile(policy, []byte(operatorAuditPolicy), 0o600); err != nil {
+			return err
+		}
+		args = append(args, "--kube-audit-policy", policy)
 	}
 	if out, err := c.kwokctl(ctx, args...); err != nil {
 		return fmt.Errorf("kwokctl create cluster: %w\n%s", err, out)

@@ -25,6 +25,12 @@ type Options struct {
 	// bed's latency, not the operator's. The ready-after annotation still
 	// delays the Sandboxes that carry it.
 	ImmediateSandbox bool
+
+	// AuditOperator makes the apiserver write an audit log (AuditEvents
+	// reads it) of every request the operator's ServiceAccount sends but
+	// reads of single objects. With it, a test can tell which process wrote
+	// what and when: each minted token has its own credential id.
+	AuditOperator bool
 }
 
 // sandboxReadyStage is the Stage in test/stages that makes a Sandbox Ready.

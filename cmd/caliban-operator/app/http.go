@@ -17,12 +17,19 @@ import (
 // Handler serves /metrics from metrics, /healthz, and /readyz
 // (docs/deploying.md#metrics-and-health). A standby is ready: it is healthy
 // and may be needed at any moment. A leader is ready once its controllers
-// run with synced caches.
+// run with synced caches. Under leader election, neither is ready once the
+// apiserver has not answered a lease request for a lease duration: such a
+// process can neither lead nor take over, and its Ready condition says so
+// to whoever watches the pod.
 func (p *Process) Handler(metrics prometheus.Gatherer) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if p.unreachable(time.Now()) {
+			http.Error(w, fmt.Sprintf("no answer from the apiserver to a lease request for over %s", p.Settings.LeaseDuration), http.StatusServiceUnavailable)
+			return
+		}
 		if p.leading.Load() && !p.Controllers.Running() {
 			http.Error(w, "leading, waiting for caches to sync", http.StatusServiceUnavailable)
 			return
@@ -30,6 +37,13 @@ func (p *Process) Handler(metrics prometheus.Gatherer) http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	return mux
+}
+
+// unreachable reports whether, under leader election, the apiserver last
+// answered a lease request more than a lease duration before now.
+func (p *Process) unreachable(now time.Time) bool {
+	last := p.answered.Load()
+	return p.Settings.LeaderElection && last != 0 && now.Sub(time.Unix(0, last)) > p.Settings.LeaseDuration
 }
 
 // PprofHandler serves net/http/pprof under /debug/pprof/, on its own

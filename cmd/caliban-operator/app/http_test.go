@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
@@ -21,17 +22,33 @@ func TestHandler(t *testing.T) {
 		Code int
 		Body string
 	}
+	s := builders.DefaultProcessSettings()
 	tests := []struct {
 		name             string
 		leading, running bool
-		path             string
-		want             answer
+		// answeredAgo is how long before the request the apiserver last
+		// answered a lease request, under leader election; 0 is never.
+		answeredAgo time.Duration
+		path        string
+		want        answer
 	}{
 		{name: "a standby is ready", path: "/readyz",
 			want: answer{http.StatusOK, "ok\n"}},
 		{name: "a leader whose caches have not synced is not ready", leading: true, path: "/readyz",
 			want: answer{http.StatusServiceUnavailable, "leading, waiting for caches to sync\n"}},
 		{name: "a leader whose controllers run is ready", leading: true, running: true, path: "/readyz",
+			want: answer{http.StatusOK, "ok\n"}},
+		{name: "a leader the apiserver answered within a lease duration is ready", leading: true, running: true,
+			answeredAgo: s.LeaseDuration - time.Second, path: "/readyz",
+			want: answer{http.StatusOK, "ok\n"}},
+		{name: "a leader the apiserver has not answered for over a lease duration is not ready", leading: true, running: true,
+			answeredAgo: s.LeaseDuration + time.Second, path: "/readyz",
+			want: answer{http.StatusServiceUnavailable, "no answer from the apiserver to a lease request for over 15s\n"}},
+		{name: "a standby the apiserver has not answered for over a lease duration is not ready",
+			answeredAgo: s.LeaseDuration + time.Second, path: "/readyz",
+			want: answer{http.StatusServiceUnavailable, "no answer from the apiserver to a lease request for over 15s\n"}},
+		{name: "a process the apiserver has not answered for over a lease duration is healthy",
+			answeredAgo: s.LeaseDuration + time.Second, path: "/healthz",
 			want: answer{http.StatusOK, "ok\n"}},
 		{name: "a standby is healthy", path: "/healthz",
 			want: answer{http.StatusOK, "ok\n"}},
@@ -43,8 +60,11 @@ func TestHandler(t *testing.T) {
 			t.Parallel()
 			f := newFakeControllers(&writers{})
 			f.running.Store(tc.running)
-			p := &Process{Controllers: f}
+			p := &Process{Settings: s, Controllers: f}
 			p.leading.Store(tc.leading)
+			if tc.answeredAgo != 0 {
+				p.answered.Store(time.Now().Add(-tc.answeredAgo).UnixNano())
+			}
 			srv := httptest.NewServer(p.Handler(prometheus.NewRegistry()))
 			defer srv.Close()
 

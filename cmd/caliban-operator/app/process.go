@@ -39,6 +39,9 @@ type Process struct {
 	Controllers Controllers
 
 	leading atomic.Bool
+	// answered is when (Unix nanoseconds) the apiserver last answered a
+	// lease request from storage; 0 before Run.
+	answered atomic.Int64
 }
 
 // Run returns nil once ctx has ended, the controllers have drained and,
@@ -49,10 +52,15 @@ func (p *Process) Run(ctx context.Context) error {
 	if !p.Settings.LeaderElection {
 		return p.runControllers(ctx, ctx)
 	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: p.Settings.LeaseName, Namespace: p.Settings.LeaseNamespace},
-		Client:     p.Leases,
-		LockConfig: resourcelock.ResourceLockConfig{Identity: p.Settings.PodName},
+	// Start-up counts as an answer: the first lease request follows at once.
+	p.answered.Store(time.Now().UnixNano())
+	lock := answerRecorder{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: p.Settings.LeaseName, Namespace: p.Settings.LeaseNamespace},
+			Client:     p.Leases,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: p.Settings.PodName},
+		},
+		answered: &p.answered,
 	}
 	var err error
 	for err == nil && ctx.Err() == nil {
@@ -65,7 +73,7 @@ func (p *Process) Run(ctx context.Context) error {
 // campaign stands by until it holds the lease, then runs one term. It
 // returns at shutdown, or once a lost term's controllers have drained and
 // its elector has stopped, so that two terms never overlap.
-func (p *Process) campaign(ctx context.Context, lock *resourcelock.LeaseLock) error {
+func (p *Process) campaign(ctx context.Context, lock resourcelock.Interface) error {
 	logger := klog.FromContext(ctx)
 	s := p.Settings
 	lease := s.LeaseNamespace + "/" + s.LeaseName
@@ -148,7 +156,7 @@ func (p *Process) runControllers(ctx, termCtx context.Context) error {
 // release gives the lease up once no controller runs any more, so that a
 // standby takes over within a retry period instead of when the lease
 // expires. A lease this process does not hold is left alone.
-func (p *Process) release(ctx context.Context, lock *resourcelock.LeaseLock) {
+func (p *Process) release(ctx context.Context, lock resourcelock.Interface) {
 	s := p.Settings
 	logger := klog.FromContext(ctx)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.RenewDeadline())
@@ -177,5 +185,37 @@ func (p *Process) release(ctx context.Context, lock *resourcelock.LeaseLock) {
 		logger.Error(err, "Could not release the lease; a standby takes over when it expires", "lease", lease)
 	case released:
 		logger.Info("Released the lease", "lease", lease)
+	}
+}
+
+// answerRecorder notes when the apiserver answers a lease request from its
+// storage (a conflict or a missing lease included: etcd was read), which
+// leader and standby alike send every retry period. /readyz reads it.
+type answerRecorder struct {
+	resourcelock.Interface
+	answered *atomic.Int64
+}
+
+func (l answerRecorder) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	l.note(err)
+	return rec, raw, err
+}
+
+func (l answerRecorder) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	l.note(err)
+	return err
+}
+
+func (l answerRecorder) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, ler)
+	l.note(err)
+	return err
+}
+
+func (l answerRecorder) note(err error) {
+	if err == nil || apierrors.IsNotFound(err) || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		l.answered.Store(time.Now().UnixNano())
 	}
 }

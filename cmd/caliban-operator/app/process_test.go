@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -19,8 +20,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -571,5 +574,57 @@ func TestControllersStoppingOnTheirOwnEndTheProcess(t *testing.T) {
 				t.Errorf("error %q does not say the controllers stopped on their own", err)
 			}
 		})
+	}
+}
+
+// erringLock answers every lease request with err.
+type erringLock struct {
+	resourcelock.Interface
+	err error
+}
+
+func (l erringLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return &resourcelock.LeaderElectionRecord{}, nil, l.err
+}
+
+func (l erringLock) Update(context.Context, resourcelock.LeaderElectionRecord) error { return l.err }
+
+func (l erringLock) Create(context.Context, resourcelock.LeaderElectionRecord) error { return l.err }
+
+func TestOnlyAnswersFromStorageCountAsTheApiserverAnswering(t *testing.T) {
+	t.Parallel()
+	lease := schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
+	tests := []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{name: "a lease read counts", want: true},
+		{name: "a missing lease counts", err: apierrors.NewNotFound(lease, "caliban-operator"), want: true},
+		{name: "a conflict counts", err: apierrors.NewConflict(lease, "caliban-operator", errors.New("changed")), want: true},
+		{name: "an existing lease counts", err: apierrors.NewAlreadyExists(lease, "caliban-operator"), want: true},
+		{name: "an apiserver whose etcd times out does not count", err: apierrors.NewTimeoutError("etcd", 1)},
+		{name: "an internal error does not count", err: apierrors.NewInternalError(errors.New("etcdserver: no leader"))},
+		{name: "a refused connection does not count", err: &net.OpError{Op: "dial", Err: errors.New("connection refused")}},
+	}
+	for _, tc := range tests {
+		for _, call := range []string{"Get", "Create", "Update"} {
+			t.Run(tc.name+" ("+call+")", func(t *testing.T) {
+				t.Parallel()
+				var answered atomic.Int64
+				l := answerRecorder{Interface: erringLock{err: tc.err}, answered: &answered}
+				switch call {
+				case "Get":
+					_, _, _ = l.Get(context.Background())
+				case "Create":
+					_ = l.Create(context.Background(), resourcelock.LeaderElectionRecord{})
+				case "Update":
+					_ = l.Update(context.Background(), resourcelock.LeaderElectionRecord{})
+				}
+				if got := answered.Load() != 0; got != tc.want {
+					t.Errorf("%s returning %v noted an answer: %t, want %t", call, tc.err, got, tc.want)
+				}
+			})
+		}
 	}
 }
