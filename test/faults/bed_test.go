@@ -17,6 +17,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -25,11 +27,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	informers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -39,6 +43,10 @@ const stopTimeout = 30 * time.Second
 // scenarioSizes are the knobs a short and a full run differ in.
 type scenarioSizes struct {
 	burst, afterEdit int
+	// restartBurst is the burst a control-plane restart interrupts.
+	restartBurst int
+	// failoverBurst is the burst during which the leader is killed.
+	failoverBurst int
 	killEvery        time.Duration
 	killFor          time.Duration
 	convergeTimeout  time.Duration
@@ -47,10 +55,10 @@ type scenarioSizes struct {
 
 func sizes() scenarioSizes {
 	if os.Getenv("CALIBAN_FAULTS_FULL") != "" {
-		return scenarioSizes{burst: 1000, afterEdit: 100, killEvery: 3 * time.Second, killFor: 60 * time.Second,
+		return scenarioSizes{burst: 1000, afterEdit: 100, restartBurst: 1000, failoverBurst: 500, killEvery: 3 * time.Second, killFor: 60 * time.Second,
 			convergeTimeout: 10 * time.Minute, scenarioTimeout: 20 * time.Minute}
 	}
-	return scenarioSizes{burst: 100, afterEdit: 20, killEvery: 3 * time.Second, killFor: 15 * time.Second,
+	return scenarioSizes{burst: 100, afterEdit: 20, restartBurst: 100, failoverBurst: 100, killEvery: 3 * time.Second, killFor: 15 * time.Second,
 		convergeTimeout: 3 * time.Minute, scenarioTimeout: 6 * time.Minute}
 }
 
@@ -96,19 +104,26 @@ func operatorBinary(t *testing.T) string {
 	return binPath
 }
 
-// bed is one scenario's cluster and the operator's identity on it.
+// bed is one scenario's cluster, the operator's identity on it and every
+// operator process the scenario ran.
 type bed struct {
 	cluster    *framework.Cluster
 	bin        string
 	kubeconfig string
+
+	mu  sync.Mutex
+	ops []*framework.Operator
 }
 
-// newBed starts a fresh cluster, installs the operator's RBAC as
-// manifests/base does and mints its credentials.
-func newBed(t *testing.T, ctx context.Context) *bed {
+// newBed starts a fresh cluster with opts, installs the operator's RBAC as
+// manifests/base does and mints its credentials. However the test ends, its
+// cleanup kills every operator process the bed started, shows their output
+// if the test failed, and fails the test for any panic in it (a panic is
+// often why a scenario did not converge).
+func newBed(t *testing.T, ctx context.Context, opts framework.Options) *bed {
 	t.Helper()
 	bin := operatorBinary(t)
-	c, err := framework.StartWithOptions(ctx, framework.Options{ImmediateSandbox: true})
+	c, err := framework.StartWithOptions(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,29 +148,79 @@ func newBed(t *testing.T, ctx context.Context) *bed {
 	if err := c.Apply(ctx, "", rbac...); err != nil {
 		t.Fatal(err)
 	}
-	kc, err := c.OperatorKubeconfig(ctx, t.TempDir(), 2*time.Hour)
+	b := &bed{cluster: c, bin: bin}
+	b.kubeconfig = b.mintKubeconfig(t, ctx)
+	t.Cleanup(func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, op := range b.ops {
+			op.Kill()
+		}
+		for _, op := range b.ops {
+			if t.Failed() {
+				t.Logf("operator %s (pid %d) output:\n%s", op.Name, op.Pid(), tail(op.Output(), 40))
+			}
+			out := op.Output()
+			for _, sign := range []string{"panic:", "fatal error:"} {
+				if i := strings.Index(out, sign); i >= 0 {
+					t.Errorf("operator %s wrote %q:\n%s", op.Name, sign, tail(out[i:], 30))
+				}
+			}
+		}
+	})
+	return b
+}
+
+// mintKubeconfig writes a kubeconfig with a token of its own for the
+// operator's ServiceAccount: the audit log tells its requests apart from
+// those sent with another token (framework.CredentialID).
+func (b *bed) mintKubeconfig(t *testing.T, ctx context.Context) string {
+	t.Helper()
+	kc, err := b.cluster.OperatorKubeconfig(ctx, t.TempDir(), 2*time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bed{cluster: c, bin: bin, kubeconfig: kc}
+	return kc
 }
 
-// startOperator runs the operator as its Deployment would, with a lease
-// short enough (2 s, 1 s of grace) that a killed leader's successor leads,
-// and works, before the next kill.
-func (b *bed) startOperator(name string) (*framework.Operator, error) {
+// startOperator runs the operator process name as its Deployment would run
+// it in pod (the lease identity), with a lease short enough (2 s, 1 s of
+// grace) that a killed leader's successor leads, and works, before the next
+// kill. It authenticates with the bed's kubeconfig unless kubeconfig names
+// another.
+func (b *bed) startOperator(t *testing.T, name, pod, kubeconfig string) *framework.Operator {
+	t.Helper()
+	if kubeconfig == "" {
+		kubeconfig = b.kubeconfig
+	}
 	addr, err := framework.FreeLoopbackAddr()
 	if err != nil {
-		return nil, err
+		t.Error(err)
+		return nil
 	}
-	return framework.StartOperator(name, b.bin, addr,
-		"KUBECONFIG="+b.kubeconfig,
+	op, err := framework.StartOperator(name, b.bin, addr,
+		"KUBECONFIG="+kubeconfig,
 		"CALIBAN_LEASE_NAMESPACE="+framework.OperatorNamespace,
-		"CONTROLLER_POD_NAME="+name,
-		"CALIBAN_LEASE_DURATION_SECONDS=2",
-		"CALIBAN_LEASE_GRACE_SECONDS=1",
+		"POD_NAME="+pod,
+		"CONTROLLER_POD_NAME="+pod,
+		"CALIBAN_LEASE_DURATION_SECONDS="+strconv.Itoa(int(leaseDuration/time.Second)),
+		"CALIBAN_LEASE_GRACE_SECONDS="+strconv.Itoa(int(leaseGrace/time.Second)),
 	)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	b.mu.Lock()
+	b.ops = append(b.ops, op)
+	b.mu.Unlock()
+	return op
 }
+
+// The lease every scenario's operators run with.
+const (
+	leaseDuration = 2 * time.Second
+	leaseGrace    = 1 * time.Second
+)
 
 // namespace makes a namespace with a provider Secret and a Workspace "ws"
 // whose one provider runs model. The operator validates the Workspace when
@@ -229,6 +294,8 @@ func (b *bed) waitWorkspaceObserved(t *testing.T, ctx context.Context, ns string
 }
 
 // createTasks creates the named tasks on Workspace "ws", conc at a time.
+// Like a client that must get its tasks in, it tries a create that fails
+// again until ctx ends: the control plane may be down for a while.
 func (b *bed) createTasks(ctx context.Context, ns string, names []string, conc int) error {
 	next := make(chan string)
 	errs := make(chan error, conc)
@@ -243,10 +310,17 @@ func (b *bed) createTasks(ctx context.Context, ns string, names []string, conc i
 						Task:         calibanv1alpha1.TaskDefinition{Prompt: "Summarise the repository layout."},
 					},
 				}
-				if _, err := b.cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, task, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-					select {
-					case errs <- fmt.Errorf("creating CalibanTask %s: %w", name, err):
-					default:
+				for {
+					_, err := b.cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, task, metav1.CreateOptions{})
+					if err == nil || apierrors.IsAlreadyExists(err) {
+						break
+					}
+					if !sleepCtx(ctx, 100*time.Millisecond) {
+						select {
+						case errs <- fmt.Errorf("creating CalibanTask %s: %w", name, err):
+						default:
+						}
+						break
 					}
 				}
 			}
@@ -354,8 +428,11 @@ func (b *bed) checkChildren(t *testing.T, ctx context.Context, ns string, names 
 	}
 }
 
-// pinWatch records, from a watch on the namespace's tasks, the first pin
-// each task was seen with and every task seen later with another.
+// pinWatch records, from an informer on the namespace's tasks, the first
+// pin each task was seen with and every task seen later with another. An
+// informer rather than a watch: when a control-plane restart expires the
+// watch's resourceVersion, it lists again, and a changed pin shows in the
+// list as it would in an event.
 type pinWatch struct {
 	mu      sync.Mutex
 	first   map[string]string
@@ -366,33 +443,42 @@ type pinWatch struct {
 func watchPins(t *testing.T, ctx context.Context, c *framework.Cluster, ns string) *pinWatch {
 	t.Helper()
 	p := &pinWatch{first: map[string]string{}, at: map[string]time.Time{}, changes: map[string]string{}}
-	tasks := c.Caliban.CalibanV1alpha1().CalibanTasks(ns)
-	w, err := framework.RetryWatch(ctx, tasks.List, tasks.Watch)
-	if err != nil {
+	factory := informers.NewSharedInformerFactoryWithOptions(c.Caliban, 0, informers.WithNamespace(ns))
+	informer := factory.Caliban().V1alpha1().CalibanTasks().Informer()
+	observe := func(obj any) {
+		task, ok := obj.(*calibanv1alpha1.CalibanTask)
+		if !ok || task.Status.ResolvedWorkspace == nil {
+			return
+		}
+		data, err := json.Marshal(task.Status.ResolvedWorkspace)
+		if err != nil {
+			return
+		}
+		pin := string(data)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		if was, seen := p.first[task.Name]; !seen {
+			p.first[task.Name] = pin
+			p.at[task.Name] = time.Now()
+		} else if _, known := p.changes[task.Name]; !known && was != pin {
+			p.changes[task.Name] = fmt.Sprintf("%s: %s → %s", task.Name, was, pin)
+		}
+	}
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    observe,
+		UpdateFunc: func(_, obj any) { observe(obj) },
+	}); err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		for ev := range w.ResultChan() {
-			task, ok := ev.Object.(*calibanv1alpha1.CalibanTask)
-			if !ok || task.Status.ResolvedWorkspace == nil {
-				continue
-			}
-			data, err := json.Marshal(task.Status.ResolvedWorkspace)
-			if err != nil {
-				continue
-			}
-			pin := string(data)
-			p.mu.Lock()
-			if was, seen := p.first[task.Name]; !seen {
-				p.first[task.Name] = pin
-				p.at[task.Name] = time.Now()
-			} else if _, known := p.changes[task.Name]; !known && was != pin {
-				p.changes[task.Name] = fmt.Sprintf("%s: %s → %s", task.Name, was, pin)
-			}
-			p.mu.Unlock()
-		}
-	}()
-	t.Cleanup(w.Stop)
+	stop := make(chan struct{})
+	factory.Start(stop)
+	t.Cleanup(func() {
+		close(stop)
+		factory.Shutdown()
+	})
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+		t.Fatal("the pin watch's informer never synced")
+	}
 	return p
 }
 
@@ -443,4 +529,12 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-time.After(d):
 		return true
 	}
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
 }

@@ -3,7 +3,9 @@ package framework
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -76,6 +78,29 @@ func (p *Operator) Stop(timeout time.Duration) error {
 		err = fmt.Errorf("operator %s exited with %v", p.Name, p.waitErr)
 	}
 	return err
+}
+
+// Readyz is the process's answer to GET /readyz: its status code and
+// body, or the error of a process that does not answer.
+func (p *Operator) Readyz() (int, string, error) {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + p.MetricsAddr + "/readyz")
+	if err != nil {
+		return 0, "", err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// Exited reports whether the process has ended.
+func (p *Operator) Exited() bool {
+	select {
+	case <-p.exited:
+		return true
+	default:
+		return false
+	}
 }
 
 // FreeLoopbackAddr is a loopback address whose port was free a moment ago.

@@ -22,11 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/cache"
-	watchtools "k8s.io/client-go/tools/watch"
 	"sigs.k8s.io/yaml"
 )
 
@@ -227,16 +224,4 @@ func IsInvalid(err error, want ...string) error {
 		}
 	}
 	return nil
-}
-
-// RetryWatch watches from the resourceVersion of a fresh list and re-opens
-// the watch whenever the apiserver ends it, until ctx ends or Stop.
-func RetryWatch[L interface{ GetResourceVersion() string }](ctx context.Context,
-	list func(context.Context, metav1.ListOptions) (L, error),
-	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) (watch.Interface, error) {
-	l, err := list(ctx, metav1.ListOptions{Limit: 1})
-	if err != nil {
-		return nil, err
-	}
-	return watchtools.NewRetryWatcherWithContext(ctx, l.GetResourceVersion(), &cache.ListWatch{WatchFuncWithContext: watchFn})
 }
