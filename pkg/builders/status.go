@@ -3,6 +3,7 @@ package builders
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -44,6 +45,10 @@ type TaskStatusInput struct {
 	// SandboxAPIMissing says agent-sandbox's Sandbox API is not served, so
 	// no Sandbox can be applied: the task waits in Provisioning.
 	SandboxAPIMissing bool
+	// ApplyProblem, when set, is why a child could not be applied this
+	// pass (an admission policy's denial, a quota): a task not Running yet
+	// says so in its Ready message while the apply is retried.
+	ApplyProblem string
 	// Now stamps a Ready condition whose status changes.
 	Now metav1.Time
 }
@@ -98,7 +103,11 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		name := SandboxName(task.Name)
 		status.Phase = calibanv1alpha1.TaskProvisioning
 		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: name}
-		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, sandboxNotReadyMessage(name))
+		msg := sandboxNotReadyMessage(name)
+		if in.ApplyProblem != "" {
+			msg = applyProblemMessage(in.ApplyProblem)
+		}
+		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, msg)
 	default:
 		if SandboxServing(&in.Sandbox.Status) {
 			status.Phase = calibanv1alpha1.TaskRunning
@@ -110,6 +119,8 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		sbReady := meta.FindStatusCondition(in.Sandbox.Status.Conditions, ConditionReady)
 		msg := sandboxNotReadyMessage(in.Sandbox.Name)
 		switch {
+		case in.ApplyProblem != "":
+			msg = applyProblemMessage(in.ApplyProblem)
 		case sbReady != nil && sbReady.Message != "":
 			msg = sbReady.Message
 		case sbReady != nil && sbReady.Status == metav1.ConditionTrue:
@@ -141,6 +152,17 @@ func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool 
 		current.PermissionPosture != desired.PermissionPosture ||
 		current.ObservedGeneration != desired.ObservedGeneration ||
 		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))
+}
+
+// applyProblemMessage bounds the message of a failed apply: an admission
+// webhook's answer can be long, and the status is no place for all of it
+// (the ReconcileError Event carries the error too).
+func applyProblemMessage(problem string) string {
+	const max = 1024
+	if len(problem) > max {
+		problem = strings.ToValidUTF8(problem[:max], "") + "…"
+	}
+	return "retrying: " + problem
 }
 
 func sandboxNotReadyMessage(name string) string {

@@ -1,6 +1,7 @@
 package builders
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,8 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 		sandbox *sandboxv1beta1.Sandbox
 		// apiMissing: agent-sandbox's API is not served
 		apiMissing bool
+		// applyProblem: why a child could not be applied this pass
+		applyProblem string
 		// expected
 		want calibanv1alpha1.CalibanTaskStatus
 	}{
@@ -88,6 +91,30 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			failure: &Failure{ReasonInvalidState, "state.tokenRef: secret 's' not found"},
 			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
 				Conditions: []metav1.Condition{readyCond("False", "InvalidState", "state.tokenRef: secret 's' not found", tNow)}},
+		},
+		"a Sandbox that cannot be applied leaves the task Provisioning, saying why": {
+			task: fxTask(), pin: fxPin(), applyProblem: `applying Sandbox fix-bug-sbx: sandboxes.agents.x-k8s.io "fix-bug-sbx" is forbidden: denied`,
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady",
+					`retrying: applying Sandbox fix-bug-sbx: sandboxes.agents.x-k8s.io "fix-bug-sbx" is forbidden: denied`, tNow)}},
+		},
+		"an existing Sandbox that cannot be updated says why over its own message": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("False", "Pod exists with phase: Pending")),
+			applyProblem: "applying Sandbox fix-bug-sbx: exceeded quota",
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "retrying: applying Sandbox fix-bug-sbx: exceeded quota", tNow)}},
+		},
+		"a Running task stays Running when an update of a child fails": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			applyProblem: "applying NetworkPolicy fix-bug-np: exceeded quota",
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				CalibandEndpoint: fqdn + ":8443",
+				Conditions:       []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+fqdn+":8443", tNow)}},
+		},
+		"an apply problem is cut to a bounded message": {
+			task: fxTask(), pin: fxPin(), applyProblem: strings.Repeat("é", 600),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "retrying: "+strings.Repeat("é", 512)+"…", tNow)}},
 		},
 		"a Sandbox with no Ready condition yet is Provisioning": {
 			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(""),
@@ -181,7 +208,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			if tc.pin != nil {
 				posture = calibanv1alpha1.PostureSupervised
 			}
-			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, Now: tNow}, DefaultAgentSettings())
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow}, DefaultAgentSettings())
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

@@ -57,12 +57,13 @@ func TestThePinIsWrittenBeforeAnyChild(t *testing.T) {
 	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
 		t.Fatal("sync succeeded, want the ServiceAccount's error")
 	}
-	if diff := cmp.Diff([]string{"patch calibantasks/status", "patch serviceaccounts"}, order); diff != "" {
+	// The pin, the refused child, then the status saying why it is stuck.
+	if diff := cmp.Diff([]string{"patch calibantasks/status", "patch serviceaccounts", "patch calibantasks/status"}, order); diff != "" {
 		t.Errorf("writes in order (-want +got):\n%s", diff)
 	}
 	applies := statusApplies(t, f.caliban.Actions())
-	if len(applies) != 1 {
-		t.Fatalf("wrote %d statuses, want the pin alone", len(applies))
+	if len(applies) != 2 {
+		t.Fatalf("wrote %d statuses, want the pin and the problem", len(applies))
 	}
 	got := applies[0]
 	if got.ResolvedWorkspace == nil || got.PermissionPosture != "supervised" || got.Phase != "Provisioning" {

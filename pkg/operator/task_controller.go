@@ -381,6 +381,12 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 
 	sandbox, apiMissing, err := c.applyChildren(ctx, task, pin)
 	if err != nil {
+		// The task says why it is stuck (once: the same problem again
+		// changes nothing to write); the error retries with backoff.
+		in.ApplyProblem, in.Sandbox = err.Error(), c.observedSandbox(task)
+		if _, werr := c.writeStatus(ctx, task, in); werr != nil {
+			logger.V(2).Info("Could not record the apply problem in the status", "error", werr)
+		}
 		return 0, err
 	}
 	in.Sandbox, in.SandboxAPIMissing = sandbox, apiMissing

@@ -3,6 +3,7 @@ package operator
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -410,4 +412,51 @@ func (f *fixture) cachedServiceAccount(tk *calibanv1alpha1.CalibanTask) *corev1.
 		f.t.Fatal(err)
 	}
 	return sa.DeepCopy()
+}
+
+// An apply the apiserver refuses (an admission policy, a quota) leaves the
+// task Provisioning with the refusal in its Ready message, and the sync
+// returns the error so that the queue retries it with backoff; the same
+// refusal again writes nothing more.
+func TestARefusedChildApplyIsInTheStatusAndRetried(t *testing.T) {
+	f := newFixture(t)
+	tk := task()
+	f.seed(tk, workspace(), secret("key", "api-key"))
+	f.kube.PrependReactor("patch", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(networkingv1.Resource("networkpolicies"), "fix-bug-netpol",
+			errors.New("denied by policy no-egress-changes"))
+	})
+	c := f.taskController()
+	if _, err := c.syncTask(f.ctx, key(tk)); err == nil || !strings.Contains(err.Error(), "denied by policy no-egress-changes") {
+		t.Fatalf("sync error %v, want the refusal, so that the queue retries", err)
+	}
+	applied := statusApplies(t, f.caliban.Actions())
+	if len(applied) != 2 {
+		t.Fatalf("%d status applies, want the pin and the problem", len(applied))
+	}
+	ready := meta.FindStatusCondition(applied[1].Conditions, builders.ConditionReady)
+	want := `retrying: applying NetworkPolicy fix-bug-netpol: networkpolicies.networking.k8s.io "fix-bug-netpol" is forbidden: denied by policy no-egress-changes`
+	if applied[1].Phase != calibanv1alpha1.TaskProvisioning || ready == nil || ready.Message != want {
+		t.Errorf("status %s %+v, want Provisioning with Ready message %q", applied[1].Phase, ready, want)
+	}
+
+	// What the informers bring after those writes: the task as stored, and
+	// the ServiceAccount that was applied.
+	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
+	f.resetActions()
+	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+		t.Fatal("the second sync succeeded, want the same refusal")
+	}
+	if w := f.writes(); len(w) != 1 || w[0] != "patch networkpolicies fix-bug-netpol" {
+		t.Errorf("writes %v, want only the retried NetworkPolicy apply", w)
+	}
 }
