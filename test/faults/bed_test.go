@@ -47,6 +47,10 @@ type scenarioSizes struct {
 	restartBurst int
 	// failoverBurst is the burst during which the leader is killed.
 	failoverBurst int
+	// deniedTasks are refused their Sandbox for denyFor once they all say
+	// so.
+	deniedTasks int
+	denyFor     time.Duration
 	killEvery        time.Duration
 	killFor          time.Duration
 	convergeTimeout  time.Duration
@@ -55,10 +59,10 @@ type scenarioSizes struct {
 
 func sizes() scenarioSizes {
 	if os.Getenv("CALIBAN_FAULTS_FULL") != "" {
-		return scenarioSizes{burst: 1000, afterEdit: 100, restartBurst: 1000, failoverBurst: 500, killEvery: 3 * time.Second, killFor: 60 * time.Second,
+		return scenarioSizes{burst: 1000, afterEdit: 100, restartBurst: 1000, failoverBurst: 500, deniedTasks: 100, denyFor: 30 * time.Second, killEvery: 3 * time.Second, killFor: 60 * time.Second,
 			convergeTimeout: 10 * time.Minute, scenarioTimeout: 20 * time.Minute}
 	}
-	return scenarioSizes{burst: 100, afterEdit: 20, restartBurst: 100, failoverBurst: 100, killEvery: 3 * time.Second, killFor: 15 * time.Second,
+	return scenarioSizes{burst: 100, afterEdit: 20, restartBurst: 100, failoverBurst: 100, deniedTasks: 20, denyFor: 10 * time.Second, killEvery: 3 * time.Second, killFor: 15 * time.Second,
 		convergeTimeout: 3 * time.Minute, scenarioTimeout: 6 * time.Minute}
 }
 
