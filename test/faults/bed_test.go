@@ -51,6 +51,9 @@ type scenarioSizes struct {
 	// so.
 	deniedTasks int
 	denyFor     time.Duration
+	// watchCuts cut the operator's connections; each time watchBatch
+	// tasks are created while it is cut off.
+	watchCuts, watchBatch int
 	killEvery        time.Duration
 	killFor          time.Duration
 	convergeTimeout  time.Duration
@@ -59,10 +62,10 @@ type scenarioSizes struct {
 
 func sizes() scenarioSizes {
 	if os.Getenv("CALIBAN_FAULTS_FULL") != "" {
-		return scenarioSizes{burst: 1000, afterEdit: 100, restartBurst: 1000, failoverBurst: 500, deniedTasks: 100, denyFor: 30 * time.Second, killEvery: 3 * time.Second, killFor: 60 * time.Second,
+		return scenarioSizes{burst: 1000, afterEdit: 100, restartBurst: 1000, failoverBurst: 500, deniedTasks: 100, denyFor: 30 * time.Second, watchCuts: 10, watchBatch: 50, killEvery: 3 * time.Second, killFor: 60 * time.Second,
 			convergeTimeout: 10 * time.Minute, scenarioTimeout: 20 * time.Minute}
 	}
-	return scenarioSizes{burst: 100, afterEdit: 20, restartBurst: 100, failoverBurst: 100, deniedTasks: 20, denyFor: 10 * time.Second, killEvery: 3 * time.Second, killFor: 15 * time.Second,
+	return scenarioSizes{burst: 100, afterEdit: 20, restartBurst: 100, failoverBurst: 100, deniedTasks: 20, denyFor: 10 * time.Second, watchCuts: 3, watchBatch: 10, killEvery: 3 * time.Second, killFor: 15 * time.Second,
 		convergeTimeout: 3 * time.Minute, scenarioTimeout: 6 * time.Minute}
 }
 
@@ -191,8 +194,8 @@ func (b *bed) mintKubeconfig(t *testing.T, ctx context.Context) string {
 // it in pod (the lease identity), with a lease short enough (2 s, 1 s of
 // grace) that a killed leader's successor leads, and works, before the next
 // kill. It authenticates with the bed's kubeconfig unless kubeconfig names
-// another.
-func (b *bed) startOperator(t *testing.T, name, pod, kubeconfig string) *framework.Operator {
+// another; env is added last, so it can override the lease.
+func (b *bed) startOperator(t *testing.T, name, pod, kubeconfig string, env ...string) *framework.Operator {
 	t.Helper()
 	if kubeconfig == "" {
 		kubeconfig = b.kubeconfig
@@ -202,14 +205,14 @@ func (b *bed) startOperator(t *testing.T, name, pod, kubeconfig string) *framewo
 		t.Error(err)
 		return nil
 	}
-	op, err := framework.StartOperator(name, b.bin, addr,
-		"KUBECONFIG="+kubeconfig,
+	op, err := framework.StartOperator(name, b.bin, addr, append([]string{
+		"KUBECONFIG=" + kubeconfig,
 		"CALIBAN_LEASE_NAMESPACE="+framework.OperatorNamespace,
-		"POD_NAME="+pod,
-		"CONTROLLER_POD_NAME="+pod,
-		"CALIBAN_LEASE_DURATION_SECONDS="+strconv.Itoa(int(leaseDuration/time.Second)),
-		"CALIBAN_LEASE_GRACE_SECONDS="+strconv.Itoa(int(leaseGrace/time.Second)),
-	)
+		"POD_NAME=" + pod,
+		"CONTROLLER_POD_NAME=" + pod,
+		"CALIBAN_LEASE_DURATION_SECONDS=" + strconv.Itoa(int(leaseDuration/time.Second)),
+		"CALIBAN_LEASE_GRACE_SECONDS=" + strconv.Itoa(int(leaseGrace/time.Second)),
+	}, env...)...)
 	if err != nil {
 		t.Error(err)
 		return nil

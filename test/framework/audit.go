@@ -89,8 +89,10 @@ func (e AuditEvent) Resource() string {
 }
 
 // AuditEvents reads the audit log of a cluster started with
-// Options.AuditOperator: the completed requests (stage ResponseComplete,
-// or Panic) in the order the apiserver logged them.
+// Options.AuditOperator, in the order the apiserver logged it: each request
+// once it completed (stage ResponseComplete, or Panic), and each
+// long-running one (a watch) also when it started (ResponseStarted), since
+// a watch still open has no other record.
 func (c *Cluster) AuditEvents() ([]AuditEvent, error) {
 	if !c.opts.AuditOperator {
 		return nil, fmt.Errorf("cluster %s was started without Options.AuditOperator", c.Name)
@@ -108,7 +110,7 @@ func (c *Cluster) AuditEvents() ([]AuditEvent, error) {
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
 			return nil, fmt.Errorf("audit log line %q: %w", sc.Text(), err)
 		}
-		if e.Stage == "ResponseComplete" || e.Stage == "Panic" {
+		if e.Stage == "ResponseComplete" || e.Stage == "Panic" || e.Stage == "ResponseStarted" {
 			events = append(events, e)
 		}
 	}

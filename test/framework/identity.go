@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
@@ -73,4 +74,19 @@ func (c *Cluster) OperatorKubeconfig(ctx context.Context, dir string, ttl time.D
 	kc.CurrentContext = "operator"
 	path := filepath.Join(dir, "operator.kubeconfig")
 	return path, clientcmd.WriteToFile(*kc, path)
+}
+
+// KubeconfigVia writes, next to kubeconfig, a copy whose clusters are
+// reached at host:port addr instead (a Proxy's), and returns its path. TLS
+// still checks the apiserver's certificate, which names the loopback IP.
+func KubeconfigVia(kubeconfig, addr string) (string, error) {
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		return "", err
+	}
+	for _, cl := range cfg.Clusters {
+		cl.Server = "https://" + addr
+	}
+	path := kubeconfig + ".via-" + strings.ReplaceAll(addr, ":", "-")
+	return path, clientcmd.WriteToFile(*cfg, path)
 }
