@@ -11,6 +11,8 @@ GO ?= go
 # Integration tests share one cluster per package; run packages one at a
 # time so two control planes never compete for the machine's two cores.
 INTEGRATION_FLAGS ?= -p 1 -count=1 -timeout 40m
+FUZZ_SHORT ?= 20s
+FUZZTIME ?= 5m
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration/ -e /test/faults)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -54,8 +56,16 @@ test-integration: tools ## Integration tests against a real control plane (kwokc
 test-faults: tools ## The fault scenarios at full size (docs/reliability.md); each on a fresh cluster.
 	CALIBAN_FAULTS_FULL=1 $(GO) test $(INTEGRATION_FLAGS) -v ./test/faults/...
 
+.PHONY: test-fuzz
+test-fuzz: ## Every fuzz target for FUZZ_SHORT (20s) each, on top of its seed corpus.
+	FUZZTIME=$(FUZZ_SHORT) hack/fuzz.sh
+
+.PHONY: fuzz
+fuzz: ## Every fuzz target for FUZZTIME (5m) each.
+	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
+
 .PHONY: test
-test: test-unit test-integration ## Unit and integration tests.
+test: test-unit test-fuzz test-integration ## Unit tests, bounded fuzzing, integration tests and the short fault scenarios.
 
 .PHONY: bench
 bench: tools ## Benchmark the operator on a fresh test cluster; writes test/bench/results/ (BENCH_N=1000).

@@ -35,7 +35,7 @@ func rideOutRestart(t *testing.T, component string) {
 	sz := sizes()
 	ctx, cancel := context.WithTimeout(context.Background(), sz.scenarioTimeout)
 	defer cancel()
-	bed := newBed(t, ctx, framework.Options{ImmediateSandbox: true})
+	bed := newBed(t, ctx, framework.Options{ImmediateSandbox: true, AuditOperator: true})
 	op := bed.startOperator(t, "op-0", "op-0", "")
 	if op == nil {
 		t.FailNow()
@@ -92,10 +92,20 @@ func rideOutRestart(t *testing.T, component string) {
 	if op.Exited() {
 		t.Errorf("operator %s exited", op.Name)
 	}
-	t.Logf("%s stopped %s after %d of %d tasks were pinned (it took %s to exit); the operator was unready %s after the stop; %s was back %s after the stop and the operator ready %s after that; the process ran on; %d tasks, %d pins watched, %d changed",
+	events, err := bed.cluster.AuditEvents()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := 0
+	for _, e := range events {
+		if e.Verb == "list" && e.Stage == "ResponseComplete" && e.RequestReceived.After(back) {
+			lists++
+		}
+	}
+	t.Logf("%s stopped %s after %d of %d tasks were pinned (it took %s to exit); the operator was unready %s after the stop; %s was back %s after the stop and the operator ready %s after that, having sent %d lists; the process ran on; %d tasks, %d pins watched, %d changed",
 		component, stopAt.Format("15:04:05.000"), pinnedAtStop, len(before), took.Round(time.Millisecond),
 		unready.Sub(stopAt).Round(time.Millisecond), component, back.Sub(stopAt).Round(time.Millisecond),
-		ready.Sub(back).Round(time.Millisecond), len(all), pins.count(), len(pins.changed()))
+		ready.Sub(back).Round(time.Millisecond), lists, len(all), pins.count(), len(pins.changed()))
 	if err := op.Stop(stopTimeout); err != nil {
 		t.Error(err)
 	}
