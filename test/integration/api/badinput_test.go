@@ -29,6 +29,8 @@ const (
 	classRequired  = "required"
 	classRule      = "rule"
 	classFormat    = "format"
+	classMaxLength = "maxLength"
+	classPattern   = "pattern"
 )
 
 // rejection is one object the apiserver must refuse: obj breaks exactly
@@ -49,7 +51,18 @@ const (
 	// The format check names the field only in its text (its path is
 	// "<nil>").
 	msgInt32 = "must be of type integer with format int32"
+	// Names Kubernetes checks later: the apiserver would refuse them in a
+	// Pod, or client-go in a request, where nobody reads the answer.
+	msgMaxLength253  = "may not be more than 253"
+	msgSecretName    = `should match '^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$'`
+	msgEnvName       = `should match '^[ -<>-~]+$'`
+	msgRuntimeClass  = "must be a valid RuntimeClass name: a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
+	msgConfigMapName = "must be a valid ConfigMap name: a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
 )
+
+// tooLongName is one character longer than any Kubernetes object name, and
+// otherwise a valid one.
+var tooLongName = strings.Repeat("a", 254)
 
 // schemaRejections is every constraint of both CRDs' specs, each broken
 // once. TestSchemaRejectionsCoverEveryConstraint keeps it complete.
@@ -131,7 +144,56 @@ func schemaRejections() map[string]rejection {
 			field: "spec.state.tokenRef.key", class: classMinLength, message: msgMinLength,
 		},
 
+		"a tokenRef.secretName that climbs directories is rejected": {
+			obj:   at(fullTask(), "spec.state.tokenRef.secretName", "../../etc/passwd"),
+			field: "spec.state.tokenRef.secretName", class: classPattern, message: msgSecretName,
+		},
+		"a tokenRef.secretName longer than any object name is rejected": {
+			obj:   at(fullTask(), "spec.state.tokenRef.secretName", tooLongName),
+			field: "spec.state.tokenRef.secretName", class: classMaxLength, message: msgMaxLength253,
+		},
+		"a routerConfigRef that climbs directories is rejected": {
+			obj:   at(fullTask(), "spec.model.routerConfigRef", "../../etc/passwd"),
+			field: "spec.model.routerConfigRef", class: classRule, message: msgConfigMapName,
+		},
+		"a routerConfigRef longer than any object name is rejected": {
+			obj:   at(fullTask(), "spec.model.routerConfigRef", tooLongName),
+			field: "spec.model.routerConfigRef", class: classMaxLength, message: msgMaxLength253,
+		},
+		"a task runtimeClass with command substitution is rejected": {
+			obj:   at(fullTask(), "spec.isolation.runtimeClass", "$(touch pwned)"),
+			field: "spec.isolation.runtimeClass", class: classRule, message: msgRuntimeClass,
+		},
+		"a task runtimeClass longer than any object name is rejected": {
+			obj:   at(fullTask(), "spec.isolation.runtimeClass", tooLongName),
+			field: "spec.isolation.runtimeClass", class: classMaxLength, message: msgMaxLength253,
+		},
+
 		// Workspace.
+		"a credentials secretName with '/' is rejected": {
+			obj:   at(fullWorkspace(), "spec.providers[0].credentialsRef.secretName", "team/key"),
+			field: "spec.providers[0].credentialsRef.secretName", class: classPattern, message: msgSecretName,
+		},
+		"a credentials secretName longer than any object name is rejected": {
+			obj:   at(fullWorkspace(), "spec.providers[0].credentialsRef.secretName", tooLongName),
+			field: "spec.providers[0].credentialsRef.secretName", class: classMaxLength, message: msgMaxLength253,
+		},
+		"an env name with '=' is rejected": {
+			obj:   at(fullWorkspace(), "spec.env[0].name", "A=B"),
+			field: "spec.env[0].name", class: classPattern, message: msgEnvName,
+		},
+		"an env name with a newline is rejected": {
+			obj:   at(fullWorkspace(), "spec.env[0].name", "A\nB"),
+			field: "spec.env[0].name", class: classPattern, message: msgEnvName,
+		},
+		"a workspace runtimeClass in upper case is rejected": {
+			obj:   at(fullWorkspace(), "spec.isolation.runtimeClass", "gVisor"),
+			field: "spec.isolation.runtimeClass", class: classRule, message: msgRuntimeClass,
+		},
+		"a workspace runtimeClass longer than any object name is rejected": {
+			obj:   at(fullWorkspace(), "spec.isolation.runtimeClass", tooLongName),
+			field: "spec.isolation.runtimeClass", class: classMaxLength, message: msgMaxLength253,
+		},
 		"parallelToolLimit 0 is rejected": {
 			obj:   set(validWorkspace(), int64(0), "spec", "agentPolicy", "parallelToolLimit"),
 			field: "spec.agentPolicy.parallelToolLimit", class: classMinimum, message: "should be greater than or equal to 1",
@@ -382,6 +444,32 @@ func TestTheFullyPopulatedFixturesAreAccepted(t *testing.T) {
 	}
 }
 
+// The name rules must not refuse a name Kubernetes takes: the empty
+// optional names (unset), dots, and env names with spaces and shell
+// characters, which a Pod accepts.
+func TestSchemaAcceptsNamesKubernetesAccepts(t *testing.T) {
+	ns := cluster.Namespace(t, nil)
+	tests := map[string]map[string]any{
+		"an empty task runtimeClass and routerConfigRef": at(at(fullTask(), "spec.isolation.runtimeClass", ""), "spec.model.routerConfigRef", ""),
+		"dotted names of 253 characters": at(at(at(fullTask(), "spec.isolation.runtimeClass", strings.Repeat("a.", 126)+"a"),
+			"spec.model.routerConfigRef", "router.v2"), "spec.state.tokenRef.secretName", strings.Repeat("b", 253)),
+		"an empty workspace runtimeClass":             at(fullWorkspace(), "spec.isolation.runtimeClass", ""),
+		"an env name with spaces, dots and a command": at(fullWorkspace(), "spec.env[0].name", "my.var $(x) `y`; -z ~"),
+		"a dotted credentials secretName":             at(fullWorkspace(), "spec.providers[0].credentialsRef.secretName", "team.anthropic-key"),
+	}
+	i := 0
+	for name, obj := range tests {
+		i++
+		set(obj, fmt.Sprintf("names-%d", i), "metadata", "name")
+		t.Run(name, func(t *testing.T) {
+			u := &unstructured.Unstructured{Object: obj}
+			if _, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+				t.Errorf("rejected: %v", err)
+			}
+		})
+	}
+}
+
 // wrongTypeValues is a value of another type for each JSON schema type, and
 // how a row name says it.
 var wrongTypeValues = map[string]struct {
@@ -429,8 +517,8 @@ func TestSchemaRejectsAValueOfTheWrongTypeInEveryField(t *testing.T) {
 // here fails the coverage test, so a new kind of marker gets rows too.
 var constraintClasses = map[string]string{
 	"minLength":                classMinLength,
-	"maxLength":                "maxLength",
-	"pattern":                  "pattern",
+	"maxLength":                classMaxLength,
+	"pattern":                  classPattern,
 	"minimum":                  classMinimum,
 	"maximum":                  classMaximum,
 	"enum":                     classEnum,
