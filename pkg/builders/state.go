@@ -41,6 +41,9 @@ func StateProblem(state *calibanv1alpha1.StateSpec, getSecret SecretGetter) (*Fa
 	if !endpoint {
 		return fail("state.tokenRef requires remote storage (set state.gonzaloEndpoint)")
 	}
+	if msg := secretNameProblem(state.TokenRef.SecretName); msg != "" {
+		return fail("state.tokenRef.secretName '%s' %s", state.TokenRef.SecretName, msg)
+	}
 	secret, err := getSecret(state.TokenRef.SecretName)
 	if err != nil {
 		return nil, fmt.Errorf("state.tokenRef: reading secret '%s': %w", state.TokenRef.SecretName, err)

@@ -43,6 +43,14 @@ func TestStateProblem(t *testing.T) {
 			state: &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://g:8080", TokenRef: token},
 			want:  "state.tokenRef: secret 'gonzalo' not found",
 		},
+		// client-go refuses to GET such a name, so the lookup used to fail
+		// on every retry and the task never got a status.
+		"a token Secret name with '/' is a problem, found before any lookup": {
+			state: &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://g:8080",
+				TokenRef: &calibanv1alpha1.SecretKeyRef{SecretName: "../x", Key: "token"}},
+			secrets: []*corev1.Secret{fxSecret("../x", "token")},
+			want:    "state.tokenRef.secretName '../x' is not a valid Secret name: it must be " + subdomainWords,
+		},
 		"a token secret without the key is a problem": {
 			state:   &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://g:8080", TokenRef: token},
 			secrets: []*corev1.Secret{fxSecret("gonzalo", "other")},

@@ -11,6 +11,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 )
@@ -54,6 +55,8 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 		func() string { return envProblem(spec.Env, spec.Providers) },     // env neither repeats nor shadows the operator's own variables
 		func() string { return agentPolicyProblem(spec.AgentPolicy) },     // caliban would refuse to start
 		func() string { return providerKindProblem(spec.Providers) },      // the kind's variables are ones caliban may see
+		func() string { return isolationProblem(spec.Isolation) },         // the pod's runtimeClassName is one the apiserver accepts
+		func() string { return credentialsNameProblem(spec.Providers) },   // the Secret lookup below is a request client-go can make
 	}
 	for _, check := range checks {
 		if p := check(); p != "" {
@@ -99,14 +102,35 @@ func egressProblem(egress *calibanv1alpha1.Egress) string {
 		return ""
 	}
 	for i, rule := range egress.Allow {
-		if _, err := netip.ParsePrefix(rule.CIDR); err != nil {
+		prefix, err := netip.ParsePrefix(rule.CIDR)
+		if err != nil {
 			return fmt.Sprintf("egress.allow[%d]: cidr '%s' is not an IPv4 or IPv6 CIDR", i, rule.CIDR)
+		}
+		if p := networkPolicyCIDRProblem(prefix); p != "" {
+			return fmt.Sprintf("egress.allow[%d]: cidr '%s' %s", i, rule.CIDR, p)
 		}
 		for _, port := range rule.Ports {
 			if port < 1 || port > 65535 {
 				return fmt.Sprintf("egress.allow[%d]: port %d is outside 1-65535", i, port)
 			}
 		}
+	}
+	return ""
+}
+
+// networkPolicyCIDRProblem says why a NetworkPolicy's ipBlock.cidr would
+// refuse a prefix netip accepts, or "". Without it the Workspace is Ready
+// and every task's NetworkPolicy apply fails, so no task ever runs.
+func networkPolicyCIDRProblem(prefix netip.Prefix) string {
+	addr := prefix.Addr()
+	switch {
+	case addr.Is4In6() && prefix.Bits() >= 96:
+		v4 := netip.PrefixFrom(addr.Unmap(), prefix.Bits()-96).Masked()
+		return fmt.Sprintf("is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses; write it as IPv4 ('%s')", v4)
+	case addr.Is4In6():
+		return "is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses"
+	case prefix != prefix.Masked():
+		return fmt.Sprintf("has bits set beyond the prefix length, which a NetworkPolicy refuses; the network is '%s'", prefix.Masked())
 	}
 	return ""
 }
@@ -136,6 +160,9 @@ func envProblem(env []calibanv1alpha1.EnvVar, providers []calibanv1alpha1.Provid
 	}
 	seen := map[string]bool{}
 	for i, e := range env {
+		if len(validation.IsRelaxedEnvVarName(e.Name)) > 0 {
+			return fmt.Sprintf("env[%d]: '%s' is not a valid environment variable name: %s", i, e.Name, envNameRule)
+		}
 		if seen[e.Name] {
 			return fmt.Sprintf("env[%d]: duplicate name '%s'", i, e.Name)
 		}
@@ -171,6 +198,45 @@ func providerKindProblem(providers []calibanv1alpha1.Provider) string {
 		}
 	}
 	return ""
+}
+
+// The rules the schema states for names Kubernetes checks later, in the
+// same words, so an object stored before the schema had them reads the same
+// answer in its status as a new one gets from the apiserver.
+const (
+	subdomainRule = "a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
+	envNameRule   = "printable ASCII characters other than '='"
+)
+
+// isolationProblem checks the runtimeClass default: the apiserver refuses
+// a Pod whose runtimeClassName is no RuntimeClass name, inside
+// agent-sandbox's controller, where nobody reads it.
+func isolationProblem(iso *calibanv1alpha1.Isolation) string {
+	if iso == nil || iso.RuntimeClass == "" || len(validation.IsDNS1123Subdomain(iso.RuntimeClass)) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("isolation.runtimeClass '%s' is not a valid RuntimeClass name: it must be %s", iso.RuntimeClass, subdomainRule)
+}
+
+// credentialsNameProblem catches a Secret name client-go will not even
+// request ("may not contain '/'"): the lookup would fail on every retry and
+// the workspace would never get a status.
+func credentialsNameProblem(providers []calibanv1alpha1.Provider) string {
+	for i, p := range providers {
+		if p.CredentialsRef != nil {
+			if msg := secretNameProblem(p.CredentialsRef.SecretName); msg != "" {
+				return fmt.Sprintf("providers[%d].credentialsRef.secretName '%s' %s", i, p.CredentialsRef.SecretName, msg)
+			}
+		}
+	}
+	return ""
+}
+
+func secretNameProblem(name string) string {
+	if len(validation.IsDNS1123Subdomain(name)) == 0 {
+		return ""
+	}
+	return "is not a valid Secret name: it must be " + subdomainRule
 }
 
 // reservedNames are operator-set variables a provider kind could spell.

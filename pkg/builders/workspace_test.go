@@ -2,6 +2,7 @@ package builders
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,8 +56,17 @@ func fxSecret(name string, keys ...string) *corev1.Secret {
 	return s
 }
 
+// subdomainWords spells out the rule for every name Kubernetes checks as a
+// DNS subdomain; written out here so a change of wording fails a row.
+const subdomainWords = "a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
+
 func TestValidateWorkspace(t *testing.T) {
 	anthropicKey := fxSecret("anthropic-key", "api-key")
+	egress := func(cidr string) func(*calibanv1alpha1.Workspace) {
+		return func(ws *calibanv1alpha1.Workspace) {
+			ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8"}, {CIDR: cidr}}}
+		}
+	}
 	tests := map[string]struct {
 		// inputs
 		ws      *calibanv1alpha1.Workspace
@@ -140,6 +150,28 @@ func TestValidateWorkspace(t *testing.T) {
 			}),
 			secrets: []*corev1.Secret{anthropicKey},
 		},
+		// A NetworkPolicy refuses these, so without the check the workspace
+		// was Ready and no task of it ever got a NetworkPolicy.
+		"an IPv4 CIDR with bits set beyond the prefix fails naming the network": {
+			ws:      fxWorkspace(egress("10.0.0.1/8")),
+			problem: "egress.allow[1]: cidr '10.0.0.1/8' has bits set beyond the prefix length, which a NetworkPolicy refuses; the network is '10.0.0.0/8'",
+		},
+		"an IPv6 CIDR with bits set beyond the prefix fails naming the network": {
+			ws:      fxWorkspace(egress("2001:db8::1/32")),
+			problem: "egress.allow[1]: cidr '2001:db8::1/32' has bits set beyond the prefix length, which a NetworkPolicy refuses; the network is '2001:db8::/32'",
+		},
+		"an IPv4-mapped IPv6 CIDR fails naming its IPv4 form": {
+			ws:      fxWorkspace(egress("::ffff:10.0.0.0/104")),
+			problem: "egress.allow[1]: cidr '::ffff:10.0.0.0/104' is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses; write it as IPv4 ('10.0.0.0/8')",
+		},
+		"an IPv4-mapped IPv6 CIDR with host bits fails naming the IPv4 network": {
+			ws:      fxWorkspace(egress("::ffff:10.1.2.3/104")),
+			problem: "egress.allow[1]: cidr '::ffff:10.1.2.3/104' is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses; write it as IPv4 ('10.0.0.0/8')",
+		},
+		"an IPv4-mapped IPv6 CIDR shorter than the mapping fails without an IPv4 form": {
+			ws:      fxWorkspace(egress("::ffff:0.0.0.0/80")),
+			problem: "egress.allow[1]: cidr '::ffff:0.0.0.0/80' is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses",
+		},
 		"a port outside 1-65535 fails": {
 			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443, 0}}}}
@@ -180,6 +212,26 @@ func TestValidateWorkspace(t *testing.T) {
 			}),
 			problem: "env[0]: 'GONZALO_ENDPOINT' must not be set in agent pods (caliban does not read it, or caliband sets it for its workers)",
 		},
+		"an env name with '=' fails, as a Pod's would": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "A", Value: "1"}, {Name: "A=B", Value: "2"}}
+			}),
+			problem: "env[1]: 'A=B' is not a valid environment variable name: printable ASCII characters other than '='",
+		},
+		"an env name with a newline fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "A\nB"}} }),
+			problem: "env[0]: 'A\nB' is not a valid environment variable name: printable ASCII characters other than '='",
+		},
+		"an env name beyond ASCII fails": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "ÜBER"}} }),
+			problem: "env[0]: 'ÜBER' is not a valid environment variable name: printable ASCII characters other than '='",
+		},
+		"an env name with spaces, dots and shell characters is one Kubernetes accepts": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "my.var $(x) `y`; -z"}}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
 		"env naming an agentPolicy variable is allowed": {
 			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "CALIBAN_NO_MCP", Value: "true"}}
@@ -195,6 +247,46 @@ func TestValidateWorkspace(t *testing.T) {
 		"a provider kind that would spell a dead variable fails": {
 			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Providers[0].Kind = "caliban" }),
 			problem: "providers[0] 'planner': kind 'caliban' would set CALIBAN_API_KEY, which the agent pod must not carry; use a different kind",
+		},
+		"a runtimeClass that is no RuntimeClass name fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: "gVisor"}
+			}),
+			problem: "isolation.runtimeClass 'gVisor' is not a valid RuntimeClass name: it must be " + subdomainWords,
+		},
+		"a runtimeClass longer than 253 characters fails": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: strings.Repeat("a", 254)}
+			}),
+			problem: "isolation.runtimeClass '" + strings.Repeat("a", 254) + "' is not a valid RuntimeClass name: it must be " + subdomainWords,
+		},
+		"a dotted runtimeClass is fine": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: "gvisor.example.com"}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
+		"isolation without a runtimeClass is fine": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Isolation = &calibanv1alpha1.Isolation{Worktrees: "per-agent"}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
+		// client-go refuses to GET such a name, so the lookup used to fail
+		// on every retry and the workspace never got a status.
+		"a credentials Secret name with '/' fails before any lookup": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Providers[0].CredentialsRef.SecretName = "../../etc/passwd"
+			}),
+			problem: "providers[0].credentialsRef.secretName '../../etc/passwd' is not a valid Secret name: it must be " + subdomainWords,
+		},
+		"a credentials Secret name in upper case fails naming the second provider": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Providers = append(ws.Spec.Providers, calibanv1alpha1.Provider{Name: "coder", Kind: "openai",
+					CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: "OpenAI", Key: "k"}})
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+			problem: "providers[1].credentialsRef.secretName 'OpenAI' is not a valid Secret name: it must be " + subdomainWords,
 		},
 		"noPermissions with autoAllow false is fine": {
 			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
@@ -224,6 +316,18 @@ func TestValidateWorkspace(t *testing.T) {
 				t.Errorf("problem = %q, want %q", got, tc.problem)
 			}
 		})
+	}
+}
+
+// An invalid Secret name must be answered without asking: the real lookup
+// cannot be made, and its error would be retried forever.
+func TestValidateWorkspaceDoesNotLookUpAnInvalidSecretName(t *testing.T) {
+	ws := fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Providers[0].CredentialsRef.SecretName = "a/b" })
+	problem, err := ValidateWorkspace(&ws.Spec, "/work", func(name string) (*corev1.Secret, error) {
+		return nil, errors.New("invalid resource name " + name)
+	})
+	if err != nil || problem == "" {
+		t.Errorf("got problem %q, err %v; want a problem and no lookup", problem, err)
 	}
 }
 

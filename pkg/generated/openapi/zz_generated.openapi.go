@@ -573,7 +573,7 @@ func schema_pkg_apis_caliban_v1alpha1_EnvVar(ref common.ReferenceCallback) commo
 				Properties: map[string]spec.Schema{
 					"name": {
 						SchemaProps: spec.SchemaProps{
-							Description: "name of the variable. It must not be one the operator sets itself (the daemon token, provider key and base-URL variables, storage and router variables); agentPolicy variables may appear, and the typed agentPolicy value wins.",
+							Description: "name of the variable: printable ASCII other than '=', as Kubernetes requires of a container's variable. It must not be one the operator sets itself (the daemon token, provider key and base-URL variables, storage and router variables); agentPolicy variables may appear, and the typed agentPolicy value wins.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -602,7 +602,7 @@ func schema_pkg_apis_caliban_v1alpha1_Isolation(ref common.ReferenceCallback) co
 				Properties: map[string]spec.Schema{
 					"runtimeClass": {
 						SchemaProps: spec.SchemaProps{
-							Description: "runtimeClass is the RuntimeClass the agent pod runs under (for example gvisor or kata). Unset uses the cluster default.",
+							Description: "runtimeClass is the RuntimeClass the agent pod runs under (for example gvisor or kata): a lowercase RFC 1123 subdomain, as every RuntimeClass's name is. Unset uses the cluster default.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -663,7 +663,7 @@ func schema_pkg_apis_caliban_v1alpha1_ModelSpec(ref common.ReferenceCallback) co
 					},
 					"routerConfigRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "routerConfigRef names a ConfigMap in the same namespace whose key caliban.toml is caliban's model-router configuration; it is mounted into the agent pod.",
+							Description: "routerConfigRef names a ConfigMap in the same namespace whose key caliban.toml is caliban's model-router configuration; it is mounted into the agent pod. A ConfigMap's name is a lowercase RFC 1123 subdomain.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -854,7 +854,7 @@ func schema_pkg_apis_caliban_v1alpha1_SecretKeyRef(ref common.ReferenceCallback)
 				Properties: map[string]spec.Schema{
 					"secretName": {
 						SchemaProps: spec.SchemaProps{
-							Description: "secretName is the name of the Secret, in the same namespace.",
+							Description: "secretName is the name of the Secret, in the same namespace: a lowercase RFC 1123 subdomain, as every Secret's name is.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",

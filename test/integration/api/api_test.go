@@ -145,85 +145,12 @@ func set(obj map[string]any, value any, path ...string) map[string]any {
 }
 
 func TestSchemaRejectsInvalidObjects(t *testing.T) {
-	tests := map[string]struct {
-		obj  map[string]any
-		want []string
-	}{
-		"an unknown permissionPosture is rejected": {
-			obj:  set(validTask(), "yolo", "spec", "task", "permissionPosture"),
-			want: []string{"spec.task.permissionPosture", `supported values: "supervised", "unattended"`},
-		},
-		"a state.mode typo is rejected": {
-			obj:  set(validTask(), "remtoe", "spec", "state", "mode"),
-			want: []string{"spec.state.mode", `supported values: "remote", "local"`},
-		},
-		"an empty task.prompt is rejected": {
-			obj:  set(validTask(), "", "spec", "task", "prompt"),
-			want: []string{"spec.task.prompt", "at least 1 chars long"},
-		},
-		"a missing task.prompt is rejected": {
-			obj:  set(validTask(), map[string]any{"agentType": "x"}, "spec", "task"),
-			want: []string{"spec.task.prompt", "Required value"},
-		},
-		"an empty workspaceRef.name is rejected": {
-			obj:  set(validTask(), "", "spec", "workspaceRef", "name"),
-			want: []string{"spec.workspaceRef.name", "at least 1 chars long"},
-		},
-		"an empty model.name is rejected": {
-			obj:  set(validTask(), "", "spec", "model", "name"),
-			want: []string{"spec.model.name", "at least 1 chars long"},
-		},
-		"a blank model.name is rejected": {
-			obj:  set(validTask(), "   ", "spec", "model", "name"),
-			want: []string{"spec.model.name", "model.name must not be blank"},
-		},
-		"state.mode remote without an endpoint is rejected": {
-			obj:  set(validTask(), "remote", "spec", "state", "mode"),
-			want: []string{"spec.state", "state.mode remote requires state.gonzaloEndpoint"},
-		},
-		"state.mode local with an endpoint is rejected": {
-			obj: set(set(validTask(), "local", "spec", "state", "mode"),
-				"http://gonzalod:8080", "spec", "state", "gonzaloEndpoint"),
-			want: []string{"spec.state", "state.gonzaloEndpoint is set, but state.mode local never uses it"},
-		},
-		"state.tokenRef without an endpoint is rejected": {
-			obj: set(validTask(), map[string]any{"secretName": "s", "key": "k"},
-				"spec", "state", "tokenRef"),
-			want: []string{"spec.state", "state.tokenRef requires remote storage (set state.gonzaloEndpoint)"},
-		},
-		"parallelToolLimit 0 is rejected": {
-			obj:  set(validWorkspace(), int64(0), "spec", "agentPolicy", "parallelToolLimit"),
-			want: []string{"spec.agentPolicy.parallelToolLimit", "should be greater than or equal to 1"},
-		},
-		"an unknown permissionMode is rejected": {
-			obj:  set(validWorkspace(), "yolo", "spec", "agentPolicy", "permissionMode"),
-			want: []string{"spec.agentPolicy.permissionMode", `"dontAsk", "bypassPermissions"`},
-		},
-		"a workspace without providers is rejected": {
-			obj:  set(validWorkspace(), []any{}, "spec", "providers"),
-			want: []string{"spec.providers", "should have at least 1 items"},
-		},
-		"an empty displayName is rejected": {
-			obj:  set(validWorkspace(), "", "spec", "displayName"),
-			want: []string{"spec.displayName", "at least 1 chars long"},
-		},
-		"an egress port outside 1-65535 is rejected": {
-			obj: set(validWorkspace(), map[string]any{"allow": []any{
-				map[string]any{"cidr": "10.0.0.0/8", "ports": []any{int64(70000)}}}}, "spec", "egress"),
-			want: []string{"spec.egress.allow[0].ports[0]", "should be less than or equal to 65535"},
-		},
-		"a source without a path is rejected": {
-			obj: set(validWorkspace(), []any{map[string]any{"name": "s", "repo": "r"}},
-				"spec", "sources"),
-			want: []string{"spec.sources[0].path", "Required value"},
-		},
-	}
 	ns := cluster.Namespace(t, nil)
-	for name, tc := range tests {
+	for name, tc := range schemaRejections() {
 		t.Run(name, func(t *testing.T) {
 			u := &unstructured.Unstructured{Object: tc.obj}
 			_, err := cluster.Dynamic.Resource(gvr(u)).Namespace(ns).Create(context.Background(), u, metav1.CreateOptions{})
-			if err := framework.IsInvalid(err, tc.want...); err != nil {
+			if err := framework.IsInvalid(err, tc.field, tc.message); err != nil {
 				t.Error(err)
 			}
 		})

@@ -133,8 +133,11 @@ type ModelSpec struct {
 
 	// routerConfigRef names a ConfigMap in the same namespace whose key
 	// caliban.toml is caliban's model-router configuration; it is mounted
-	// into the agent pod.
+	// into the agent pod. A ConfigMap's name is a lowercase RFC 1123
+	// subdomain.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || !format.dns1123Subdomain().validate(self).hasValue()",message="must be a valid ConfigMap name: a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
 	RouterConfigRef string `json:"routerConfigRef,omitempty"`
 }
 

@@ -30,9 +30,15 @@ type Source struct {
 
 // SecretKeyRef names one key of a Secret in the same namespace.
 type SecretKeyRef struct {
-	// secretName is the name of the Secret, in the same namespace.
+	// A pattern, not a CEL rule: in the unbounded providers list a rule's
+	// estimated cost exceeds the apiserver's budget.
+
+	// secretName is the name of the Secret, in the same namespace: a
+	// lowercase RFC 1123 subdomain, as every Secret's name is.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	SecretName string `json:"secretName"`
 
 	// key is the key within the Secret's data.
@@ -77,12 +83,17 @@ type Provider struct {
 
 // EnvVar is a non-secret environment variable for every agent pod.
 type EnvVar struct {
-	// name of the variable. It must not be one the operator sets itself
-	// (the daemon token, provider key and base-URL variables, storage and
-	// router variables); agentPolicy variables may appear, and the typed
-	// agentPolicy value wins.
+	// A pattern, not a CEL rule: in the unbounded env lists a rule's
+	// estimated cost exceeds the apiserver's budget.
+
+	// name of the variable: printable ASCII other than '=', as Kubernetes
+	// requires of a container's variable. It must not be one the operator
+	// sets itself (the daemon token, provider key and base-URL variables,
+	// storage and router variables); agentPolicy variables may appear, and
+	// the typed agentPolicy value wins.
 	// +required
 	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:Pattern=`^[ -<>-~]+$`
 	Name string `json:"name"`
 
 	// value of the variable; may be empty.
@@ -93,8 +104,11 @@ type EnvVar struct {
 // Isolation selects how strongly agent pods are isolated.
 type Isolation struct {
 	// runtimeClass is the RuntimeClass the agent pod runs under (for
-	// example gvisor or kata). Unset uses the cluster default.
+	// example gvisor or kata): a lowercase RFC 1123 subdomain, as every
+	// RuntimeClass's name is. Unset uses the cluster default.
 	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:XValidation:rule="self == '' || !format.dns1123Subdomain().validate(self).hasValue()",message="must be a valid RuntimeClass name: a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
 	RuntimeClass string `json:"runtimeClass,omitempty"`
 
 	// worktrees is carried for caliban and not interpreted by the operator.

@@ -11,10 +11,11 @@ package v1alpha1
 //
 // EnvVar is a non-secret environment variable for every agent pod.
 type EnvVarApplyConfiguration struct {
-	// name of the variable. It must not be one the operator sets itself
-	// (the daemon token, provider key and base-URL variables, storage and
-	// router variables); agentPolicy variables may appear, and the typed
-	// agentPolicy value wins.
+	// name of the variable: printable ASCII other than '=', as Kubernetes
+	// requires of a container's variable. It must not be one the operator
+	// sets itself (the daemon token, provider key and base-URL variables,
+	// storage and router variables); agentPolicy variables may appear, and
+	// the typed agentPolicy value wins.
 	Name *string `json:"name,omitempty"`
 	// value of the variable; may be empty.
 	Value *string `json:"value,omitempty"`

@@ -12,7 +12,8 @@ package v1alpha1
 // Isolation selects how strongly agent pods are isolated.
 type IsolationApplyConfiguration struct {
 	// runtimeClass is the RuntimeClass the agent pod runs under (for
-	// example gvisor or kata). Unset uses the cluster default.
+	// example gvisor or kata): a lowercase RFC 1123 subdomain, as every
+	// RuntimeClass's name is. Unset uses the cluster default.
 	RuntimeClass *string `json:"runtimeClass,omitempty"`
 	// worktrees is carried for caliban and not interpreted by the operator.
 	Worktrees *string `json:"worktrees,omitempty"`

@@ -15,7 +15,8 @@ type ModelSpecApplyConfiguration struct {
 	Name *string `json:"name,omitempty"`
 	// routerConfigRef names a ConfigMap in the same namespace whose key
 	// caliban.toml is caliban's model-router configuration; it is mounted
-	// into the agent pod.
+	// into the agent pod. A ConfigMap's name is a lowercase RFC 1123
+	// subdomain.
 	RouterConfigRef *string `json:"routerConfigRef,omitempty"`
 }
 

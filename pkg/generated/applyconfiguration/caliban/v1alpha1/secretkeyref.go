@@ -11,7 +11,8 @@ package v1alpha1
 //
 // SecretKeyRef names one key of a Secret in the same namespace.
 type SecretKeyRefApplyConfiguration struct {
-	// secretName is the name of the Secret, in the same namespace.
+	// secretName is the name of the Secret, in the same namespace: a
+	// lowercase RFC 1123 subdomain, as every Secret's name is.
 	SecretName *string `json:"secretName,omitempty"`
 	// key is the key within the Secret's data.
 	Key *string `json:"key,omitempty"`
