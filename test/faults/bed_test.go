@@ -54,10 +54,10 @@ type scenarioSizes struct {
 	// watchCuts cut the operator's connections; each time watchBatch
 	// tasks are created while it is cut off.
 	watchCuts, watchBatch int
-	killEvery        time.Duration
-	killFor          time.Duration
-	convergeTimeout  time.Duration
-	scenarioTimeout  time.Duration
+	killEvery             time.Duration
+	killFor               time.Duration
+	convergeTimeout       time.Duration
+	scenarioTimeout       time.Duration
 }
 
 func sizes() scenarioSizes {
@@ -207,7 +207,7 @@ func (b *bed) startOperator(t *testing.T, name, pod, kubeconfig string, env ...s
 	}
 	op, err := framework.StartOperator(name, b.bin, addr, append([]string{
 		"KUBECONFIG=" + kubeconfig,
-		"CALIBAN_LEASE_NAMESPACE="+framework.OperatorNamespace,
+		"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
 		"POD_NAME=" + pod,
 		"CONTROLLER_POD_NAME=" + pod,
 		"CALIBAN_LEASE_DURATION_SECONDS=" + strconv.Itoa(int(leaseDuration/time.Second)),
