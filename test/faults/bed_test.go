@@ -178,6 +178,25 @@ func newBed(t *testing.T, ctx context.Context, opts framework.Options) *bed {
 	return b
 }
 
+// scenario starts a scenario on a fresh bed, within its size's time limit.
+func scenario(t *testing.T, opts framework.Options) (context.Context, *bed) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), sizes().scenarioTimeout)
+	t.Cleanup(cancel)
+	return ctx, newBed(t, ctx, opts)
+}
+
+// mustStartOperator is startOperator for the test's own goroutine: it ends
+// the test when the process cannot start.
+func (b *bed) mustStartOperator(t *testing.T, name, pod, kubeconfig string, env ...string) *framework.Operator {
+	t.Helper()
+	op := b.startOperator(t, name, pod, kubeconfig, env...)
+	if op == nil {
+		t.FailNow()
+	}
+	return op
+}
+
 // mintKubeconfig writes a kubeconfig with a token of its own for the
 // operator's ServiceAccount: the audit log tells its requests apart from
 // those sent with another token (framework.CredentialID).

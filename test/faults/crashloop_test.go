@@ -21,9 +21,7 @@ import (
 // operator process panicked.
 func TestACrashLoopUnderABurstLosesNothingAndPinsOnce(t *testing.T) {
 	sz := sizes()
-	ctx, cancel := context.WithTimeout(context.Background(), sz.scenarioTimeout)
-	defer cancel()
-	bed := newBed(t, ctx, framework.Options{ImmediateSandbox: true})
+	ctx, bed := scenario(t, framework.Options{ImmediateSandbox: true})
 	ns := bed.namespace(t, ctx, "crashloop", "model-a")
 	pins := watchPins(t, ctx, bed.cluster, ns)
 

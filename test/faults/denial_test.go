@@ -43,13 +43,8 @@ func retriesBound(window time.Duration) int {
 // lifted, every task converges without help.
 func TestRefusedSandboxesAreRetriedWithBackoffAndConvergeOnceAllowed(t *testing.T) {
 	sz := sizes()
-	ctx, cancel := context.WithTimeout(context.Background(), sz.scenarioTimeout)
-	defer cancel()
-	bed := newBed(t, ctx, framework.Options{ImmediateSandbox: true, AuditOperator: true})
-	op := bed.startOperator(t, "op-0", "op-0", "")
-	if op == nil {
-		t.FailNow()
-	}
+	ctx, bed := scenario(t, framework.Options{ImmediateSandbox: true, AuditOperator: true})
+	op := bed.mustStartOperator(t, "op-0", "op-0", "")
 	ns := bed.namespace(t, ctx, "denial", "model-a")
 	pins := watchPins(t, ctx, bed.cluster, ns)
 	bed.waitWorkspaceObserved(t, ctx, ns, 1)

@@ -37,9 +37,7 @@ func takeoverBound() time.Duration {
 // Running with its three children and its first pin.
 func TestALeaderKilledDuringABurstIsReplacedInTimeAndNeverWritesAlongsideItsSuccessor(t *testing.T) {
 	sz := sizes()
-	ctx, cancel := context.WithTimeout(context.Background(), sz.scenarioTimeout)
-	defer cancel()
-	bed := newBed(t, ctx, framework.Options{ImmediateSandbox: true, AuditOperator: true})
+	ctx, bed := scenario(t, framework.Options{ImmediateSandbox: true, AuditOperator: true})
 	kcA, kcB := bed.mintKubeconfig(t, ctx), bed.mintKubeconfig(t, ctx)
 	idA, err := framework.CredentialID(kcA)
 	if err != nil {
@@ -50,15 +48,9 @@ func TestALeaderKilledDuringABurstIsReplacedInTimeAndNeverWritesAlongsideItsSucc
 		t.Fatal(err)
 	}
 
-	a := bed.startOperator(t, "op-a", "op-a", kcA)
-	if a == nil {
-		t.FailNow()
-	}
+	a := bed.mustStartOperator(t, "op-a", "op-a", kcA)
 	bed.waitHolder(t, ctx, "op-a")
-	b := bed.startOperator(t, "op-b", "op-b", kcB)
-	if b == nil {
-		t.FailNow()
-	}
+	b := bed.mustStartOperator(t, "op-b", "op-b", kcB)
 	framework.Eventually(t, time.Minute, func() error {
 		if !strings.Contains(b.Output(), `"Standing by"`) {
 			return errors.New("op-b has not said it stands by")

@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"testing"
@@ -33,13 +32,8 @@ const outageAtLeast = 2 * time.Second
 
 func rideOutRestart(t *testing.T, component string) {
 	sz := sizes()
-	ctx, cancel := context.WithTimeout(context.Background(), sz.scenarioTimeout)
-	defer cancel()
-	bed := newBed(t, ctx, framework.Options{ImmediateSandbox: true, AuditOperator: true})
-	op := bed.startOperator(t, "op-0", "op-0", "")
-	if op == nil {
-		t.FailNow()
-	}
+	ctx, bed := scenario(t, framework.Options{ImmediateSandbox: true, AuditOperator: true})
+	op := bed.mustStartOperator(t, "op-0", "op-0", "")
 	ns := bed.namespace(t, ctx, "restart", "model-a")
 	pins := watchPins(t, ctx, bed.cluster, ns)
 	bed.waitWorkspaceObserved(t, ctx, ns, 1)

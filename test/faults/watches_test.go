@@ -1,7 +1,6 @@
 package faults_test
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"strings"
@@ -28,9 +27,7 @@ const watchOutage = 2 * time.Second
 // so what recovers is the informers, not a new term.
 func TestLostWatchesMissNothingAndWriteNothingTwice(t *testing.T) {
 	sz := sizes()
-	ctx, cancel := context.WithTimeout(context.Background(), sz.scenarioTimeout)
-	defer cancel()
-	bed := newBed(t, ctx, framework.Options{ImmediateSandbox: true, AuditOperator: true})
+	ctx, bed := scenario(t, framework.Options{ImmediateSandbox: true, AuditOperator: true})
 	proxy, err := framework.StartProxy(strings.TrimPrefix(bed.cluster.Config.Host, "https://"))
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +37,7 @@ func TestLostWatchesMissNothingAndWriteNothingTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	op := bed.startOperator(t, "op-0", "op-0", kc, "CALIBAN_LEASE_DURATION_SECONDS=15", "CALIBAN_LEASE_GRACE_SECONDS=5")
-	if op == nil {
-		t.FailNow()
-	}
+	op := bed.mustStartOperator(t, "op-0", "op-0", kc, "CALIBAN_LEASE_DURATION_SECONDS=15", "CALIBAN_LEASE_GRACE_SECONDS=5")
 	ns := bed.namespace(t, ctx, "watches", "model-a")
 	pins := watchPins(t, ctx, bed.cluster, ns)
 	bed.waitWorkspaceObserved(t, ctx, ns, 1)
