@@ -259,7 +259,7 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTask(ref common.ReferenceCallback) 
 					},
 					"status": {
 						SchemaProps: spec.SchemaProps{
-							Description: "status is written by the operator, except the AgentsSettled condition, which the control plane (prospero) writes.",
+							Description: "status is written by the operator, except the AgentsSettled and AgentsDrained conditions, which the control plane (prospero) writes.",
 							Default:     map[string]interface{}{},
 							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.CalibanTaskStatus"),
 						},
@@ -373,9 +373,16 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskSpec(ref common.ReferenceCallba
 							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ResourcesSpec"),
 						},
 					},
+					"suspend": {
+						SchemaProps: spec.SchemaProps{
+							Description: "suspend parks the session: the Sandbox's pod goes away and its workspace volume stays. Setting it back to false resumes the task. Suspending a task that has not started yet delays its start.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
 					"lifecycle": {
 						SchemaProps: spec.SchemaProps{
-							Description: "lifecycle is carried for the control plane; the operator does not act on it yet.",
+							Description: "lifecycle says what happens when the task finishes, runs too long or is deleted.",
 							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.LifecycleSpec"),
 						},
 					},
@@ -416,7 +423,7 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 				Properties: map[string]spec.Schema{
 					"phase": {
 						SchemaProps: spec.SchemaProps{
-							Description: "phase is Pending, Provisioning, Running, Completed or Failed.",
+							Description: "phase is Pending, Provisioning, Running, Suspended, Draining, Completed or Failed.",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -454,9 +461,21 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 							Format:      "int64",
 						},
 					},
+					"startTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "startTime is when the task was admitted (pinned); the deadline counts from it.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
+					"completionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "completionTime is when the task finished: when the control plane reported every agent settled, or when its deadline passed. The TTL counts from it.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 					"checkpointRef": {
 						SchemaProps: spec.SchemaProps{
-							Description: "checkpointRef identifies the checkpoint taken when the task drained; reserved for the checkpoint-on-delete lifecycle.",
+							Description: "checkpointRef identifies the checkpoint the control plane took when the task drained (the message of its AgentsDrained condition).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
@@ -471,7 +490,7 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "conditions: the operator owns Ready; the control plane owns AgentsSettled (True with reason Succeeded or Failed once every agent has finished).",
+							Description: "conditions: the operator owns Ready; the control plane owns AgentsSettled (True with reason Succeeded or Failed once every agent has finished) and AgentsDrained (its answer to a drain).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -486,7 +505,7 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 			},
 		},
 		Dependencies: []string{
-			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ResolvedWorkspace", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.SandboxReference", v1.Condition{}.OpenAPIModelName()},
+			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ResolvedWorkspace", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.SandboxReference", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
 	}
 }
 
@@ -624,21 +643,42 @@ func schema_pkg_apis_caliban_v1alpha1_LifecycleSpec(ref common.ReferenceCallback
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "LifecycleSpec is carried for the control plane.",
+				Description: "LifecycleSpec is what happens to a task at its ends: deletion, finish, deadline.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"idleTimeout": {
 						SchemaProps: spec.SchemaProps{
-							Description: "idleTimeout is how long an idle session may live.",
+							Description: "idleTimeout is how long an idle session may live; carried for the control plane, which knows idleness (it suspends the task).",
 							Type:        []string{"string"},
 							Format:      "",
 						},
 					},
 					"onDelete": {
 						SchemaProps: spec.SchemaProps{
-							Description: "onDelete is checkpoint or delete.",
+							Description: "onDelete is delete (the default: the children go at once) or checkpoint (the task drains first: the control plane checkpoints the agents and answers with the AgentsDrained condition). It has no schema enum: an unknown value fails the task with reason InvalidLifecycle.",
 							Type:        []string{"string"},
 							Format:      "",
+						},
+					},
+					"onFinish": {
+						SchemaProps: spec.SchemaProps{
+							Description: "onFinish is what happens to the Sandbox once the task is Completed or Failed: suspend (the default) releases its compute and keeps the workspace volume; keep leaves caliband running.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"ttlSecondsAfterFinished": {
+						SchemaProps: spec.SchemaProps{
+							Description: "ttlSecondsAfterFinished deletes the task that many seconds after it finished (status.completionTime). The deletion honours onDelete. Unset keeps finished tasks until someone deletes them.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"activeDeadlineSeconds": {
+						SchemaProps: spec.SchemaProps{
+							Description: "activeDeadlineSeconds fails a task that has not finished that many seconds after it was admitted (status.startTime), with reason DeadlineExceeded, and suspends its Sandbox.",
+							Type:        []string{"integer"},
+							Format:      "int32",
 						},
 					},
 				},

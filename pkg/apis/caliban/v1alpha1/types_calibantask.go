@@ -13,6 +13,9 @@ import (
 // +kubebuilder:printcolumn:name=Posture,type=string,JSONPath=`.status.permissionPosture`,description="The posture the task was admitted with"
 // +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name=Endpoint,type=string,JSONPath=`.status.calibandEndpoint`,priority=1
+// +kubebuilder:printcolumn:name=Reason,type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Why the task is in its phase: the Ready condition's reason"
+// +kubebuilder:printcolumn:name=Suspend,type=boolean,JSONPath=`.spec.suspend`,priority=1
+// +kubebuilder:printcolumn:name=Finished,type=date,JSONPath=`.status.completionTime`,priority=1,description="When the task finished: prospero's settle time, or its deadline"
 
 // CalibanTask is one agent session. The operator admits it against its
 // Workspace, pins the Workspace configuration into status once, and runs
@@ -26,8 +29,8 @@ type CalibanTask struct {
 	// +required
 	Spec CalibanTaskSpec `json:"spec"`
 
-	// status is written by the operator, except the AgentsSettled
-	// condition, which the control plane (prospero) writes.
+	// status is written by the operator, except the AgentsSettled and
+	// AgentsDrained conditions, which the control plane (prospero) writes.
 	// +optional
 	Status CalibanTaskStatus `json:"status,omitempty"`
 }
@@ -65,8 +68,15 @@ type CalibanTaskSpec struct {
 	// +optional
 	Resources *ResourcesSpec `json:"resources,omitempty"`
 
-	// lifecycle is carried for the control plane; the operator does not act
-	// on it yet.
+	// suspend parks the session: the Sandbox's pod goes away and its
+	// workspace volume stays. Setting it back to false resumes the task.
+	// Suspending a task that has not started yet delays its start.
+	// +optional
+	// +kubebuilder:default=false
+	Suspend bool `json:"suspend,omitempty"`
+
+	// lifecycle says what happens when the task finishes, runs too long or
+	// is deleted.
 	// +optional
 	Lifecycle *LifecycleSpec `json:"lifecycle,omitempty"`
 
@@ -171,19 +181,70 @@ type ResourcesSpec struct {
 	Class string `json:"class,omitempty"`
 }
 
-// LifecycleSpec is carried for the control plane.
+// LifecycleSpec is what happens to a task at its ends: deletion, finish,
+// deadline.
 type LifecycleSpec struct {
-	// idleTimeout is how long an idle session may live.
+	// idleTimeout is how long an idle session may live; carried for the
+	// control plane, which knows idleness (it suspends the task).
 	// +optional
 	IdleTimeout string `json:"idleTimeout,omitempty"`
 
-	// onDelete is checkpoint or delete.
+	// onDelete is delete (the default: the children go at once) or
+	// checkpoint (the task drains first: the control plane checkpoints the
+	// agents and answers with the AgentsDrained condition). It has no
+	// schema enum: an unknown value fails the task with reason
+	// InvalidLifecycle.
 	// +optional
 	OnDelete string `json:"onDelete,omitempty"`
+
+	// onFinish is what happens to the Sandbox once the task is Completed or
+	// Failed: suspend (the default) releases its compute and keeps the
+	// workspace volume; keep leaves caliband running.
+	// +optional
+	// +kubebuilder:validation:Enum=suspend;keep
+	OnFinish OnFinish `json:"onFinish,omitempty"`
+
+	// ttlSecondsAfterFinished deletes the task that many seconds after it
+	// finished (status.completionTime). The deletion honours onDelete.
+	// Unset keeps finished tasks until someone deletes them.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+
+	// activeDeadlineSeconds fails a task that has not finished that many
+	// seconds after it was admitted (status.startTime), with reason
+	// DeadlineExceeded, and suspends its Sandbox.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ActiveDeadlineSeconds *int32 `json:"activeDeadlineSeconds,omitempty"`
 }
 
+// OnFinish is what a finished task does with its Sandbox.
+type OnFinish string
+
+// Finish actions.
+const (
+	// OnFinishSuspend suspends the Sandbox: no pod, the volume stays.
+	OnFinishSuspend OnFinish = "suspend"
+	// OnFinishKeep leaves caliband running.
+	OnFinishKeep OnFinish = "keep"
+)
+
+// Deletion behaviours (lifecycle.onDelete).
+const (
+	// OnDeleteDelete lets the garbage collector remove the children at once.
+	OnDeleteDelete = "delete"
+	// OnDeleteCheckpoint drains the task before it goes.
+	OnDeleteCheckpoint = "checkpoint"
+)
+
+// FinalizerDrain holds a deleted task whose lifecycle.onDelete is
+// checkpoint until the control plane has drained it, or the operator's
+// drain timeout has passed.
+const FinalizerDrain = "caliban.caliban-ai.dev/drain"
+
 // TaskPhase is the lifecycle phase of a CalibanTask.
-// +kubebuilder:validation:Enum=Pending;Provisioning;Running;Draining;Completed;Failed
+// +kubebuilder:validation:Enum=Pending;Provisioning;Running;Suspended;Draining;Completed;Failed
 type TaskPhase string
 
 // Task phases.
@@ -194,7 +255,11 @@ const (
 	TaskProvisioning TaskPhase = "Provisioning"
 	// TaskRunning: caliband is reachable at status.calibandEndpoint.
 	TaskRunning TaskPhase = "Running"
-	// TaskDraining: reserved for the checkpoint-on-delete lifecycle.
+	// TaskSuspended: spec.suspend parks the session; the Sandbox has no
+	// pod and keeps its volume.
+	TaskSuspended TaskPhase = "Suspended"
+	// TaskDraining: deleted, and waiting for the control plane to drain
+	// the agents (lifecycle.onDelete checkpoint).
 	TaskDraining TaskPhase = "Draining"
 	// TaskCompleted: every agent finished (reported by the control plane).
 	TaskCompleted TaskPhase = "Completed"
@@ -205,7 +270,8 @@ const (
 
 // CalibanTaskStatus is the observed state of a task.
 type CalibanTaskStatus struct {
-	// phase is Pending, Provisioning, Running, Completed or Failed.
+	// phase is Pending, Provisioning, Running, Suspended, Draining,
+	// Completed or Failed.
 	// +optional
 	Phase TaskPhase `json:"phase,omitempty"`
 
@@ -232,14 +298,25 @@ type CalibanTaskStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// checkpointRef identifies the checkpoint taken when the task drained;
-	// reserved for the checkpoint-on-delete lifecycle.
+	// startTime is when the task was admitted (pinned); the deadline
+	// counts from it.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+
+	// completionTime is when the task finished: when the control plane
+	// reported every agent settled, or when its deadline passed. The TTL
+	// counts from it.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// checkpointRef identifies the checkpoint the control plane took when
+	// the task drained (the message of its AgentsDrained condition).
 	// +optional
 	CheckpointRef string `json:"checkpointRef,omitempty"`
 
 	// conditions: the operator owns Ready; the control plane owns
 	// AgentsSettled (True with reason Succeeded or Failed once every agent
-	// has finished).
+	// has finished) and AgentsDrained (its answer to a drain).
 	// +optional
 	// +listType=map
 	// +listMapKey=type

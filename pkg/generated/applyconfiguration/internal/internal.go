@@ -266,6 +266,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: state
       type:
         namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.StateSpec
+    - name: suspend
+      type:
+        scalar: boolean
     - name: task
       type:
         namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.TaskDefinition
@@ -289,6 +292,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: checkpointRef
       type:
         scalar: string
+    - name: completionTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
     - name: conditions
       type:
         list:
@@ -312,6 +318,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: sandboxRef
       type:
         namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.SandboxReference
+    - name: startTime
+      type:
+        namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.Egress
   map:
     fields:
@@ -356,12 +365,21 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.LifecycleSpec
   map:
     fields:
+    - name: activeDeadlineSeconds
+      type:
+        scalar: numeric
     - name: idleTimeout
       type:
         scalar: string
     - name: onDelete
       type:
         scalar: string
+    - name: onFinish
+      type:
+        scalar: string
+    - name: ttlSecondsAfterFinished
+      type:
+        scalar: numeric
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.ModelSpec
   map:
     fields:

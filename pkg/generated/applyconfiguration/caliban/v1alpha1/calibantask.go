@@ -27,8 +27,8 @@ type CalibanTaskApplyConfiguration struct {
 	*v1.ObjectMetaApplyConfiguration `json:"metadata,omitempty"`
 	// spec is the requested session.
 	Spec *CalibanTaskSpecApplyConfiguration `json:"spec,omitempty"`
-	// status is written by the operator, except the AgentsSettled
-	// condition, which the control plane (prospero) writes.
+	// status is written by the operator, except the AgentsSettled and
+	// AgentsDrained conditions, which the control plane (prospero) writes.
 	Status *CalibanTaskStatusApplyConfiguration `json:"status,omitempty"`
 }
 

@@ -28,8 +28,12 @@ type CalibanTaskSpecApplyConfiguration struct {
 	// resources is carried for the control plane; the operator does not
 	// read it (pod resources come from the operator's settings).
 	Resources *ResourcesSpecApplyConfiguration `json:"resources,omitempty"`
-	// lifecycle is carried for the control plane; the operator does not act
-	// on it yet.
+	// suspend parks the session: the Sandbox's pod goes away and its
+	// workspace volume stays. Setting it back to false resumes the task.
+	// Suspending a task that has not started yet delays its start.
+	Suspend *bool `json:"suspend,omitempty"`
+	// lifecycle says what happens when the task finishes, runs too long or
+	// is deleted.
 	Lifecycle *LifecycleSpecApplyConfiguration `json:"lifecycle,omitempty"`
 	// tools is the control plane's tool allow-list for the agents; the
 	// operator carries it only.
@@ -95,6 +99,14 @@ func (b *CalibanTaskSpecApplyConfiguration) WithIsolation(value *IsolationApplyC
 // If called multiple times, the Resources field is set to the value of the last call.
 func (b *CalibanTaskSpecApplyConfiguration) WithResources(value *ResourcesSpecApplyConfiguration) *CalibanTaskSpecApplyConfiguration {
 	b.Resources = value
+	return b
+}
+
+// WithSuspend sets the Suspend field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Suspend field is set to the value of the last call.
+func (b *CalibanTaskSpecApplyConfiguration) WithSuspend(value bool) *CalibanTaskSpecApplyConfiguration {
+	b.Suspend = &value
 	return b
 }
 

@@ -8,7 +8,8 @@ package v1alpha1
 
 import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	v1 "k8s.io/client-go/applyconfigurations/meta/v1"
+	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1 "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
 // CalibanTaskStatusApplyConfiguration represents a declarative configuration of the CalibanTaskStatus type for use
@@ -16,7 +17,8 @@ import (
 //
 // CalibanTaskStatus is the observed state of a task.
 type CalibanTaskStatusApplyConfiguration struct {
-	// phase is Pending, Provisioning, Running, Completed or Failed.
+	// phase is Pending, Provisioning, Running, Suspended, Draining,
+	// Completed or Failed.
 	Phase *calibanv1alpha1.TaskPhase `json:"phase,omitempty"`
 	// calibandEndpoint is caliband's host:port (no scheme), set only while
 	// Running.
@@ -31,13 +33,20 @@ type CalibanTaskStatusApplyConfiguration struct {
 	PermissionPosture *calibanv1alpha1.PermissionPosture `json:"permissionPosture,omitempty"`
 	// observedGeneration is the metadata.generation this status reflects.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
-	// checkpointRef identifies the checkpoint taken when the task drained;
-	// reserved for the checkpoint-on-delete lifecycle.
+	// startTime is when the task was admitted (pinned); the deadline
+	// counts from it.
+	StartTime *v1.Time `json:"startTime,omitempty"`
+	// completionTime is when the task finished: when the control plane
+	// reported every agent settled, or when its deadline passed. The TTL
+	// counts from it.
+	CompletionTime *v1.Time `json:"completionTime,omitempty"`
+	// checkpointRef identifies the checkpoint the control plane took when
+	// the task drained (the message of its AgentsDrained condition).
 	CheckpointRef *string `json:"checkpointRef,omitempty"`
 	// conditions: the operator owns Ready; the control plane owns
 	// AgentsSettled (True with reason Succeeded or Failed once every agent
-	// has finished).
-	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// has finished) and AgentsDrained (its answer to a drain).
+	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
 }
 
 // CalibanTaskStatusApplyConfiguration constructs a declarative configuration of the CalibanTaskStatus type for use with
@@ -94,6 +103,22 @@ func (b *CalibanTaskStatusApplyConfiguration) WithObservedGeneration(value int64
 	return b
 }
 
+// WithStartTime sets the StartTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the StartTime field is set to the value of the last call.
+func (b *CalibanTaskStatusApplyConfiguration) WithStartTime(value v1.Time) *CalibanTaskStatusApplyConfiguration {
+	b.StartTime = &value
+	return b
+}
+
+// WithCompletionTime sets the CompletionTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CompletionTime field is set to the value of the last call.
+func (b *CalibanTaskStatusApplyConfiguration) WithCompletionTime(value v1.Time) *CalibanTaskStatusApplyConfiguration {
+	b.CompletionTime = &value
+	return b
+}
+
 // WithCheckpointRef sets the CheckpointRef field in the declarative configuration to the given value
 // and returns the receiver, so that objects can be built by chaining "With" function invocations.
 // If called multiple times, the CheckpointRef field is set to the value of the last call.
@@ -105,7 +130,7 @@ func (b *CalibanTaskStatusApplyConfiguration) WithCheckpointRef(value string) *C
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
-func (b *CalibanTaskStatusApplyConfiguration) WithConditions(values ...*v1.ConditionApplyConfiguration) *CalibanTaskStatusApplyConfiguration {
+func (b *CalibanTaskStatusApplyConfiguration) WithConditions(values ...*metav1.ConditionApplyConfiguration) *CalibanTaskStatusApplyConfiguration {
 	for i := range values {
 		if values[i] == nil {
 			panic("nil value passed to WithConditions")

@@ -6,15 +6,37 @@ Copyright The caliban-operator Authors.
 
 package v1alpha1
 
+import (
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+)
+
 // LifecycleSpecApplyConfiguration represents a declarative configuration of the LifecycleSpec type for use
 // with apply.
 //
-// LifecycleSpec is carried for the control plane.
+// LifecycleSpec is what happens to a task at its ends: deletion, finish,
+// deadline.
 type LifecycleSpecApplyConfiguration struct {
-	// idleTimeout is how long an idle session may live.
+	// idleTimeout is how long an idle session may live; carried for the
+	// control plane, which knows idleness (it suspends the task).
 	IdleTimeout *string `json:"idleTimeout,omitempty"`
-	// onDelete is checkpoint or delete.
+	// onDelete is delete (the default: the children go at once) or
+	// checkpoint (the task drains first: the control plane checkpoints the
+	// agents and answers with the AgentsDrained condition). It has no
+	// schema enum: an unknown value fails the task with reason
+	// InvalidLifecycle.
 	OnDelete *string `json:"onDelete,omitempty"`
+	// onFinish is what happens to the Sandbox once the task is Completed or
+	// Failed: suspend (the default) releases its compute and keeps the
+	// workspace volume; keep leaves caliband running.
+	OnFinish *calibanv1alpha1.OnFinish `json:"onFinish,omitempty"`
+	// ttlSecondsAfterFinished deletes the task that many seconds after it
+	// finished (status.completionTime). The deletion honours onDelete.
+	// Unset keeps finished tasks until someone deletes them.
+	TTLSecondsAfterFinished *int32 `json:"ttlSecondsAfterFinished,omitempty"`
+	// activeDeadlineSeconds fails a task that has not finished that many
+	// seconds after it was admitted (status.startTime), with reason
+	// DeadlineExceeded, and suspends its Sandbox.
+	ActiveDeadlineSeconds *int32 `json:"activeDeadlineSeconds,omitempty"`
 }
 
 // LifecycleSpecApplyConfiguration constructs a declarative configuration of the LifecycleSpec type for use with
@@ -36,5 +58,29 @@ func (b *LifecycleSpecApplyConfiguration) WithIdleTimeout(value string) *Lifecyc
 // If called multiple times, the OnDelete field is set to the value of the last call.
 func (b *LifecycleSpecApplyConfiguration) WithOnDelete(value string) *LifecycleSpecApplyConfiguration {
 	b.OnDelete = &value
+	return b
+}
+
+// WithOnFinish sets the OnFinish field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the OnFinish field is set to the value of the last call.
+func (b *LifecycleSpecApplyConfiguration) WithOnFinish(value calibanv1alpha1.OnFinish) *LifecycleSpecApplyConfiguration {
+	b.OnFinish = &value
+	return b
+}
+
+// WithTTLSecondsAfterFinished sets the TTLSecondsAfterFinished field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the TTLSecondsAfterFinished field is set to the value of the last call.
+func (b *LifecycleSpecApplyConfiguration) WithTTLSecondsAfterFinished(value int32) *LifecycleSpecApplyConfiguration {
+	b.TTLSecondsAfterFinished = &value
+	return b
+}
+
+// WithActiveDeadlineSeconds sets the ActiveDeadlineSeconds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ActiveDeadlineSeconds field is set to the value of the last call.
+func (b *LifecycleSpecApplyConfiguration) WithActiveDeadlineSeconds(value int32) *LifecycleSpecApplyConfiguration {
+	b.ActiveDeadlineSeconds = &value
 	return b
 }
