@@ -107,10 +107,9 @@ deploy: ## Install the CRDs, then the operator, into the cluster of the current 
 	kubectl apply --server-side -k manifests/
 
 .PHONY: undeploy
-undeploy: ## Remove the operator, then the CRDs (which deletes every Workspace and CalibanTask).
+undeploy: ## Delete every CalibanTask (draining for at most UNDEPLOY_DRAIN_WAIT=60 s), then the operator, then the CRDs.
 	@$(NEED_CLUSTER)
-	kubectl delete --ignore-not-found -k manifests/base
-	kubectl delete --ignore-not-found -k manifests/crds
+	hack/undeploy.sh
 
 .PHONY: e2e-kind
 e2e-kind: ## End-to-end on kind with the real agent-sandbox controller (needs Docker and network).

@@ -54,6 +54,7 @@ const (
 	EnvWatchNamespace        = "CALIBAN_WATCH_NAMESPACE"
 	EnvResyncSeconds         = "CALIBAN_RESYNC_SECONDS"
 	EnvPprofBindAddress      = "CALIBAN_PPROF_BIND_ADDRESS"
+	EnvDrainTimeoutSeconds   = "CALIBAN_DRAIN_TIMEOUT_SECONDS"
 )
 
 const (

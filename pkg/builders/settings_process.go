@@ -46,6 +46,9 @@ type ProcessSettings struct {
 	// ResyncPeriod is the informers' periodic resync: every object is
 	// synced again that often, as a safety net behind the events.
 	ResyncPeriod time.Duration
+	// TaskDrainTimeout bounds how long a deleted task with
+	// lifecycle.onDelete checkpoint waits for prospero to drain it.
+	TaskDrainTimeout time.Duration
 }
 
 // NoClientRateLimit as the QPS turns client-go's client-side rate limiter
@@ -53,6 +56,9 @@ type ProcessSettings struct {
 // the apiserver's API Priority and Fairness (manifests/flowcontrol), not
 // throttled in the operator while the server idles.
 const NoClientRateLimit = -1
+
+// DefaultTaskDrainTimeout is CALIBAN_DRAIN_TIMEOUT_SECONDS's default.
+const DefaultTaskDrainTimeout = 600 * time.Second
 
 // DefaultProcessSettings is the process configuration of an empty
 // environment, except LeaseNamespace, which only ParseProcessSettings can
@@ -71,6 +77,7 @@ func DefaultProcessSettings() ProcessSettings {
 		LogVerbosity:       0,
 		LogFormat:          LogFormatText,
 		ResyncPeriod:       300 * time.Second,
+		TaskDrainTimeout:   DefaultTaskDrainTimeout,
 	}
 }
 
@@ -150,6 +157,7 @@ func (p *envParser) process(podNamespace string) ProcessSettings {
 	p.logFormat(&s.LogFormat)
 	p.namespace(EnvWatchNamespace, &s.WatchNamespace)
 	p.seconds(EnvResyncSeconds, &s.ResyncPeriod)
+	p.seconds(EnvDrainTimeoutSeconds, &s.TaskDrainTimeout)
 	return s
 }
 

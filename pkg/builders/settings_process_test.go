@@ -162,6 +162,14 @@ func TestParseHalvesRefuse(t *testing.T) {
 			env:  map[string]string{EnvPprofBindAddress: "127.0.0.1"},
 			want: `CALIBAN_PPROF_BIND_ADDRESS "127.0.0.1" is neither 0 (disabled) nor host:port with a port in 1-65535`,
 		},
+		"a drain timeout of zero seconds": {
+			env:  map[string]string{EnvDrainTimeoutSeconds: "0"},
+			want: "CALIBAN_DRAIN_TIMEOUT_SECONDS 0 is outside 1-9223372036",
+		},
+		"a drain timeout that is a duration, not seconds": {
+			env:  map[string]string{EnvDrainTimeoutSeconds: "10m"},
+			want: `CALIBAN_DRAIN_TIMEOUT_SECONDS "10m" is not an integer`,
+		},
 		"a blank resync": {
 			env:  map[string]string{EnvResyncSeconds: " "},
 			want: "CALIBAN_RESYNC_SECONDS is set but blank",
@@ -191,6 +199,12 @@ func TestParseHalvesRefuse(t *testing.T) {
 		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvPprofBindAddress: "127.0.0.1:6060"}), settingsPodNamespace)
 		if err != nil || s.PprofBindAddress != "127.0.0.1:6060" {
 			t.Errorf("PprofBindAddress %q, err %v", s.PprofBindAddress, err)
+		}
+	})
+	t.Run("a drain timeout is read in seconds", func(t *testing.T) {
+		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvDrainTimeoutSeconds: "3"}), settingsPodNamespace)
+		if err != nil || s.TaskDrainTimeout != 3*time.Second {
+			t.Errorf("TaskDrainTimeout %s, err %v; want 3s", s.TaskDrainTimeout, err)
 		}
 	})
 	t.Run("a resync period is read in seconds", func(t *testing.T) {

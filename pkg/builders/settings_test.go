@@ -25,6 +25,7 @@ var settingsNames = []string{
 	"CALIBAN_AGENT_SECCOMP_PROFILE", "CALIBAN_METRICS_BIND_ADDRESS", "CALIBAN_WORKERS",
 	"CALIBAN_KUBE_API_QPS", "CALIBAN_KUBE_API_BURST", "CALIBAN_KUBE_API_COMPRESSION", "CALIBAN_LOG_VERBOSITY", "CALIBAN_LOG_FORMAT",
 	"CALIBAN_WATCH_NAMESPACE", "CALIBAN_RESYNC_SECONDS", "CALIBAN_PPROF_BIND_ADDRESS",
+	"CALIBAN_DRAIN_TIMEOUT_SECONDS",
 }
 
 const settingsPodNamespace = "caliban-system"
@@ -93,6 +94,7 @@ func TestDefaultSettings(t *testing.T) {
 			LogVerbosity:       0,
 			LogFormat:          "text",
 			ResyncPeriod:       300 * time.Second,
+			TaskDrainTimeout:   600 * time.Second,
 		},
 	}
 	t.Run("DefaultSettings matches the Default columns of the configuration tables", func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -49,8 +50,12 @@ type TaskStatusInput struct {
 	// pass (an admission policy's denial, a quota): a task not Running yet
 	// says so in its Ready message while the apply is retried.
 	ApplyProblem string
-	// Now stamps a Ready condition whose status changes.
+	// Now stamps a Ready condition whose status changes, and the start of a
+	// task pinned by this pass; the deadline is measured against it.
 	Now metav1.Time
+	// DrainTimeout bounds a Draining task's wait (its Ready message says
+	// until when).
+	DrainTimeout time.Duration
 }
 
 // TaskStatus derives the whole status the operator owns (the derivation table
@@ -63,9 +68,20 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 	status := calibanv1alpha1.CalibanTaskStatus{
 		ObservedGeneration: task.Generation,
 		ResolvedWorkspace:  in.Pin,
+		CheckpointRef:      CheckpointRef(task),
 	}
 	if in.Pin != nil {
 		status.PermissionPosture = in.Posture
+		status.StartTime = task.Status.StartTime
+		if status.StartTime == nil && task.Status.ResolvedWorkspace == nil {
+			// Pinned by this pass: the deadline counts from now, which the
+			// lifecycle below must see as the task's start.
+			start := in.Now.Rfc3339Copy()
+			status.StartTime = &start
+			pinned := *task
+			pinned.Status.StartTime = &start
+			task = &pinned
+		}
 	}
 	if in.Sandbox != nil {
 		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: in.Sandbox.Name}
@@ -75,24 +91,48 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 	setReady := func(st metav1.ConditionStatus, reason, message string) {
 		ready = &metav1.Condition{Type: ConditionReady, Status: st, Reason: reason, Message: message, ObservedGeneration: task.Generation}
 	}
-	settled := meta.FindStatusCondition(task.Status.Conditions, ConditionAgentsSettled)
+	now := in.Now.Time
+	finishedAt := func(at time.Time) {
+		t := metav1.NewTime(at).Rfc3339Copy()
+		status.CompletionTime = &t
+	}
+	settled := settledInTime(task)
+	// The precedence of docs/crd-reference.md#lifecycle: first match wins.
 	switch {
+	case in.Pin != nil && Draining(task):
+		status.Phase = calibanv1alpha1.TaskDraining
+		status.CompletionTime = task.Status.CompletionTime
+		if in.Sandbox != nil && SandboxServing(&in.Sandbox.Status) {
+			// prospero drains through caliband: keep telling it where.
+			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, s)
+		}
+		setReady(metav1.ConditionFalse, ReasonDraining, drainingMessage(task, in.DrainTimeout))
 	case in.Failure != nil:
 		status.Phase = calibanv1alpha1.TaskFailed
 		setReady(metav1.ConditionFalse, in.Failure.Reason, in.Failure.Message)
 	case in.Pin == nil:
 		// Waiting for the workspace: Pending, and nothing else claimed.
 		status.Phase = calibanv1alpha1.TaskPending
-	case settled != nil && settled.Status == metav1.ConditionTrue && settled.Reason == SettledSucceeded:
+	case settled != nil && settled.Reason == SettledSucceeded:
 		status.Phase = calibanv1alpha1.TaskCompleted
+		finishedAt(settled.LastTransitionTime.Time)
 		setReady(metav1.ConditionFalse, ReasonCompleted, "every agent has finished")
-	case settled != nil && settled.Status == metav1.ConditionTrue && settled.Reason == SettledFailed:
+	case settled != nil:
 		status.Phase = calibanv1alpha1.TaskFailed
+		finishedAt(settled.LastTransitionTime.Time)
 		msg := settled.Message
 		if msg == "" {
 			msg = agentsFailedFallback
 		}
 		setReady(metav1.ConditionFalse, ReasonAgentsFailed, msg)
+	case pastDeadline(task, now):
+		status.Phase = calibanv1alpha1.TaskFailed
+		finishedAt(Deadline(task))
+		setReady(metav1.ConditionFalse, ReasonDeadlineExceeded, deadlineMessage(task))
+	case task.Spec.Suspend:
+		status.Phase = calibanv1alpha1.TaskSuspended
+		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: SandboxName(task.Name)}
+		setReady(metav1.ConditionFalse, ReasonSuspended, SuspendedMessage)
 	case in.SandboxAPIMissing:
 		status.Phase = calibanv1alpha1.TaskProvisioning
 		setReady(metav1.ConditionFalse, ReasonSandboxAPIUnavailable, SandboxAPIUnavailableMessage)
@@ -111,7 +151,7 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 	default:
 		if SandboxServing(&in.Sandbox.Status) {
 			status.Phase = calibanv1alpha1.TaskRunning
-			status.CalibandEndpoint = in.Sandbox.Status.ServiceFQDN + ":" + strconv.Itoa(int(s.CalibandPort))
+			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, s)
 			setReady(metav1.ConditionTrue, ReasonRunning, "caliband is serving at "+status.CalibandEndpoint)
 			break
 		}
@@ -134,6 +174,10 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 	return status
 }
 
+func calibandEndpoint(sb *sandboxv1beta1.Sandbox, s AgentSettings) string {
+	return sb.Status.ServiceFQDN + ":" + strconv.Itoa(int(s.CalibandPort))
+}
+
 // SandboxServing reports what makes a task Running: its Sandbox is Ready
 // and has a serviceFQDN to reach caliband at.
 func SandboxServing(st *sandboxv1beta1.SandboxStatus) bool {
@@ -151,6 +195,9 @@ func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool 
 		!apiequality.Semantic.DeepEqual(current.ResolvedWorkspace, desired.ResolvedWorkspace) ||
 		current.PermissionPosture != desired.PermissionPosture ||
 		current.ObservedGeneration != desired.ObservedGeneration ||
+		!current.StartTime.Equal(desired.StartTime) ||
+		!current.CompletionTime.Equal(desired.CompletionTime) ||
+		current.CheckpointRef != desired.CheckpointRef ||
 		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))
 }
 

@@ -83,7 +83,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 		},
 		"a missing Sandbox API does not hide what prospero settled": {
 			task: fxTask(settledCond("True", "Succeeded", "")), pin: fxPin(), apiMissing: true,
-			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Completed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
+			want: calibanv1alpha1.CalibanTaskStatus{CompletionTime: &tEarlier, Phase: "Completed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised",
 				Conditions: []metav1.Condition{readyCond("False", "Completed", "every agent has finished", tNow)}},
 		},
 		"an admission failure wins over a missing Sandbox API": {
@@ -144,17 +144,17 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 		},
 		"AgentsSettled Succeeded is Completed without an endpoint": {
 			task: fxTask(settledCond("True", "Succeeded", "")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
-			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Completed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+			want: calibanv1alpha1.CalibanTaskStatus{CompletionTime: &tEarlier, Phase: "Completed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
 				Conditions: []metav1.Condition{readyCond("False", "Completed", "every agent has finished", tNow)}},
 		},
 		"AgentsSettled Failed is Failed with its message": {
 			task: fxTask(settledCond("True", "Failed", "agent 2 crashed")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
-			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+			want: calibanv1alpha1.CalibanTaskStatus{CompletionTime: &tEarlier, Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
 				Conditions: []metav1.Condition{readyCond("False", "AgentsFailed", "agent 2 crashed", tNow)}},
 		},
 		"AgentsSettled Failed without a message gets the fallback": {
 			task: fxTask(settledCond("True", "Failed", "")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
-			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+			want: calibanv1alpha1.CalibanTaskStatus{CompletionTime: &tEarlier, Phase: "Failed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
 				Conditions: []metav1.Condition{readyCond("False", "AgentsFailed", "one or more agents failed or crashed", tNow)}},
 		},
 		"AgentsActive leaves the task Running": {
@@ -209,7 +209,12 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 				posture = calibanv1alpha1.PostureSupervised
 			}
 			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow}, DefaultAgentSettings())
-			if diff := cmp.Diff(tc.want, got); diff != "" {
+			want := tc.want
+			if tc.pin != nil && tc.task.Status.ResolvedWorkspace == nil {
+				// These tasks are pinned by this pass, which starts them now.
+				want.StartTime = &tNow
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

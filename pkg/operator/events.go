@@ -29,6 +29,11 @@ const (
 	EventPhaseChanged       = "PhaseChanged"
 	EventUnattendedAdmitted = "UnattendedAdmitted"
 	EventReconcileError     = "ReconcileError"
+	// The lifecycle's (docs/crd-reference.md#lifecycle).
+	EventDeadlineExceeded = "DeadlineExceeded"
+	EventDrained          = "Drained"
+	EventDrainFailed      = "DrainFailed"
+	EventDrainTimedOut    = "DrainTimedOut"
 	// EventSandboxAPIUnavailable: a task waits for agent-sandbox to be
 	// installed (Warning, once per wait).
 	EventSandboxAPIUnavailable = "SandboxAPIUnavailable"

@@ -110,7 +110,7 @@ func (c *phaseCollector) Collect(ch chan<- prometheus.Metric) {
 			counts[string(t.Status.Phase)]++
 		}
 	}
-	for _, phase := range []string{"", "Pending", "Provisioning", "Running", "Draining", "Completed", "Failed"} {
+	for _, phase := range []string{"", "Pending", "Provisioning", "Running", "Suspended", "Draining", "Completed", "Failed"} {
 		ch <- prometheus.MustNewConstMetric(taskPhaseDesc, prometheus.GaugeValue, float64(counts[phase]), phase)
 	}
 	counts = map[string]int{}

@@ -98,6 +98,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	}
 	sandboxAPI.onServed = tc.enqueueAll
 	wc.drainTimeout, tc.drainTimeout = s.DrainTimeout(), s.DrainTimeout()
+	tc.taskDrainTimeout = s.TaskDrainTimeout
 	if o.Metrics != nil {
 		o.Metrics.SetPhaseListers(tasks.Lister(), workspaces.Lister())
 		// The gauges go when the term ends, not after the drain: a deposed

@@ -76,6 +76,9 @@ type TaskController struct {
 	settings        builders.AgentSettings
 	recorder        Recorder
 	clock           clock.PassiveClock
+	// taskDrainTimeout bounds a deleted task's drain
+	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
+	taskDrainTimeout time.Duration
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -114,6 +117,8 @@ func NewTaskController(
 		settings:        settings,
 		recorder:        recorder,
 		clock:           clk,
+		// The setting's default; cmd sets what the environment says.
+		taskDrainTimeout: builders.DefaultTaskDrainTimeout,
 	}
 	c.loop = newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics, c.awaitsRunning)
 	c.sync = c.syncTask
@@ -274,13 +279,18 @@ func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (ti
 	if err != nil {
 		return 0, err
 	}
-	if task.DeletionTimestamp != nil {
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("calibantask", klog.KObj(task)))
+	var after time.Duration
+	switch {
+	case task.DeletionTimestamp != nil && builders.HasDrainFinalizer(task):
+		after, err = c.drain(ctx, task)
+	case task.DeletionTimestamp != nil:
 		// The garbage collector removes the children; applying now would
 		// only race it.
 		return 0, nil
+	default:
+		after, err = c.reconcile(ctx, task)
 	}
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("calibantask", klog.KObj(task)))
-	after, err := c.reconcile(ctx, task)
 	if err != nil {
 		c.recorder.Event(task, corev1.EventTypeWarning, EventReconcileError, "Reconcile", err.Error())
 	}
@@ -300,7 +310,11 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		newlyPinned bool
 	)
 
-	if pin == nil {
+	if f := builders.LifecycleProblem(task); f != nil {
+		// Checked before admission: a task is never pinned under a
+		// deletion the operator would not honour.
+		failure, after = f, failureRequeue
+	} else if pin == nil {
 		// A missing Workspace is an answer (nil), not an error.
 		ws, err := c.workspaces.Workspaces(task.Namespace).Get(task.Spec.WorkspaceRef.Name)
 		if err != nil && !apierrors.IsNotFound(err) {
@@ -339,12 +353,19 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		}
 	}
 
-	in := builders.TaskStatusInput{Task: task, Failure: failure, Pin: pin, Posture: posture, Now: metav1.NewTime(c.clock.Now())}
+	now := c.clock.Now()
+	in := builders.TaskStatusInput{Task: task, Failure: failure, Pin: pin, Posture: posture, Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout}
 	if failure != nil || pin == nil {
 		// Nothing is applied for a failed task, but a Sandbox it already has
 		// is still its Sandbox.
 		in.Sandbox = c.observedSandbox(task)
-		_, err := c.writeStatus(ctx, task, in)
+		written, err := c.writeStatus(ctx, task, in)
+		if err != nil || pin == nil {
+			return after, err
+		}
+		// A pinned task keeps the finalizer its onDelete asks for, failed
+		// or not: it is deleted like any other.
+		_, err = c.syncDrainFinalizer(ctx, written)
 		return after, err
 	}
 
@@ -379,7 +400,15 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		}
 	}
 
-	sandbox, apiMissing, err := c.applyChildren(ctx, task, pin)
+	// The finalizer before any child: a task deleted once it has children
+	// must find it there.
+	task, err := c.syncDrainFinalizer(ctx, task)
+	if err != nil {
+		return 0, err
+	}
+	in.Task = task
+
+	sandbox, apiMissing, err := c.applyChildren(ctx, task, pin, builders.SandboxMode(task, now))
 	if err != nil {
 		// The task says why it is stuck (once: the same problem again
 		// changes nothing to write); the error retries with backoff.
@@ -395,8 +424,23 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		// CRD went away. Look again later rather than wait for an event.
 		after = failureRequeue
 	}
-	_, err = c.writeStatus(ctx, task, in)
-	return after, err
+	written, err := c.writeStatus(ctx, task, in)
+	if err != nil {
+		return 0, err
+	}
+	completion := written.Status.CompletionTime
+	if expiry := builders.Expiry(task, completion); !expiry.IsZero() && !now.Before(expiry) {
+		return 0, c.deleteExpired(ctx, task)
+	}
+	return soonest(after, builders.NextLifecycleWake(task, completion, now)), nil
+}
+
+// soonest is the earlier of two requeue delays, where zero is none.
+func soonest(a, b time.Duration) time.Duration {
+	if a == 0 || (b != 0 && b < a) {
+		return b
+	}
+	return a
 }
 
 // writeStatus derives the status and applies it when anything the operator
@@ -441,7 +485,7 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 		c.recorder.Event(task, corev1.EventTypeNormal, EventUnattendedAdmitted, "Admit",
 			fmt.Sprintf("admitted unattended: the configuration pinned from workspace '%s' sets agentPolicy.allowUnattended", task.Spec.WorkspaceRef.Name))
 	}
-	if warning := warningOf(in); warning != "" && newReady != nil {
+	if warning := warningOf(in, newReady); warning != "" && newReady != nil {
 		if oldReady == nil || oldReady.Reason != newReady.Reason || oldReady.Message != newReady.Message || task.Status.Phase != desired.Phase {
 			c.recorder.Event(task, corev1.EventTypeWarning, warning, "Reconcile", newReady.Message)
 		}
@@ -450,12 +494,14 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 }
 
 // warningOf is the reason of the Warning Event a status derived from in
-// calls for, "" for none: failures, and a task held up by a missing
-// agent-sandbox.
-func warningOf(in builders.TaskStatusInput) string {
+// (whose Ready condition is ready) calls for, "" for none: failures, a
+// passed deadline, and a task held up by a missing agent-sandbox.
+func warningOf(in builders.TaskStatusInput, ready *metav1.Condition) string {
 	switch {
 	case in.Failure != nil:
 		return in.Failure.Reason
+	case ready != nil && ready.Reason == builders.ReasonDeadlineExceeded:
+		return EventDeadlineExceeded
 	case in.SandboxAPIMissing:
 		return EventSandboxAPIUnavailable
 	}
@@ -466,7 +512,7 @@ func warningOf(in builders.TaskStatusInput) string {
 // Sandbox, each only when the live object does not already carry what the
 // operator wants, and returns the Sandbox as the server has it. apiMissing
 // says agent-sandbox's API is not served, so there is no Sandbox to apply.
-func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
+func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, mode sandboxv1beta1.OperatingMode) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
 	logger := klog.FromContext(ctx)
 
 	hashes, rendered, err := c.desiredHashes(task, pin)
@@ -506,7 +552,7 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return nil, true, nil
 	}
 	current := c.liveSandbox(task)
-	if current != nil && current.Holds == hashes.sandbox {
+	if current != nil && current.Holds == hashes.sandbox && liveMode(current.OperatingMode) == mode {
 		return current.sandbox(), false, nil
 	}
 	d, err := render()
@@ -514,6 +560,7 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return nil, false, err
 	}
 	desired := d.sandbox
+	desired.Spec.OperatingMode = mode
 	logger.V(4).Info("Applying Sandbox", "name", desired.Name)
 	err = c.applySandbox(ctx, desired)
 	if apierrors.IsNotFound(err) {
@@ -529,6 +576,15 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}, false, nil
 	}
 	return current.sandbox(), false, nil
+}
+
+// liveMode is a Sandbox's operatingMode as agent-sandbox reads it: unset
+// is Running, the CRD's default.
+func liveMode(m sandboxv1beta1.OperatingMode) sandboxv1beta1.OperatingMode {
+	if m == "" {
+		return sandboxv1beta1.OperatingModeRunning
+	}
+	return m
 }
 
 // enqueueAll wakes every task, e.g. once agent-sandbox's API appeared.

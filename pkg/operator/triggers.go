@@ -55,7 +55,7 @@ func childUpdateMatters(old, new any) bool {
 	if o.ResourceVersion == n.ResourceVersion {
 		return false
 	}
-	return o.Holds != n.Holds || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
+	return o.Holds != n.Holds || o.OperatingMode != n.OperatingMode || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
 		!apiequality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
 		!apiequality.Semantic.DeepEqual(o.SandboxStatus, n.SandboxStatus)
 }

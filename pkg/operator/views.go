@@ -37,10 +37,15 @@ type childView struct {
 	// SandboxStatus is a Sandbox's status, which the task's status is
 	// derived from; nil for the other kinds.
 	SandboxStatus *sandboxv1beta1.SandboxStatus
+	// OperatingMode is a Sandbox's spec.operatingMode. Holds leaves it
+	// out: the mode follows the task's lifecycle (suspend, finish, the
+	// deadline: the clock), the rest follows spec and pin, and only the
+	// rest is hashed.
+	OperatingMode sandboxv1beta1.OperatingMode
 }
 
 func (v *childView) DeepCopyObject() runtime.Object {
-	out := &childView{TypeMeta: v.TypeMeta, Holds: v.Holds}
+	out := &childView{TypeMeta: v.TypeMeta, Holds: v.Holds, OperatingMode: v.OperatingMode}
 	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if v.SandboxStatus != nil {
 		out.SandboxStatus = v.SandboxStatus.DeepCopy()
@@ -105,7 +110,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 		// A copy: a pointer into o would keep all of o, pod template and
 		// all, alive for as long as the view.
 		status := o.Status
-		v := &childView{ObjectMeta: compactMeta(o), SandboxStatus: &status}
+		v := &childView{ObjectMeta: compactMeta(o), SandboxStatus: &status, OperatingMode: o.Spec.OperatingMode}
 		if task := c.ownerTask(o); task != nil {
 			// Hashing the rendered Sandbox costs more than rendering it; the
 			// hash is taken once per version of the task.
@@ -114,6 +119,7 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 				// A watch decodes objects without their kind, which the
 				// comparison must not ask for then.
 				want.TypeMeta = metav1.TypeMeta{}
+				want.Spec.OperatingMode = "" // compared on its own, see OperatingMode
 				if upToDate(o, want, hash) {
 					v.Holds = hash
 				}

@@ -82,7 +82,7 @@ func TestSamplesApplyInOrder(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
 	}
-	if diff := cmp.Diff([]string{"Secret", "Secret", "Secret", "Workspace", "CalibanTask"}, kinds); diff != "" {
+	if diff := cmp.Diff([]string{"Secret", "Secret", "Secret", "Workspace", "CalibanTask", "CalibanTask"}, kinds); diff != "" {
 		t.Fatalf("sample kinds in apply order (-want +got):\n%s", diff)
 	}
 	if err := cluster.Apply(ctx, ns, objs...); err != nil {
@@ -101,6 +101,28 @@ func TestSamplesApplyInOrder(t *testing.T) {
 	}
 	if task.Spec.WorkspaceRef.Name != ws.Name {
 		t.Errorf("task refers to workspace %q, want %q", task.Spec.WorkspaceRef.Name, ws.Name)
+	}
+	// The lifecycle sample stores every lifecycle field it documents, with
+	// the values docs/deploying.md names.
+	lc, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, "demo-lifecycle", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Spec.WorkspaceRef.Name != ws.Name {
+		t.Errorf("lifecycle task refers to workspace %q, want %q", lc.Spec.WorkspaceRef.Name, ws.Name)
+	}
+	ttl, deadline := int32(86400), int32(28800)
+	want := &calibanv1alpha1.LifecycleSpec{
+		OnDelete:                calibanv1alpha1.OnDeleteCheckpoint,
+		OnFinish:                calibanv1alpha1.OnFinishSuspend,
+		TTLSecondsAfterFinished: &ttl,
+		ActiveDeadlineSeconds:   &deadline,
+	}
+	if diff := cmp.Diff(want, lc.Spec.Lifecycle); diff != "" {
+		t.Errorf("lifecycle sample's lifecycle (-want +got):\n%s", diff)
+	}
+	if lc.Spec.Suspend {
+		t.Errorf("lifecycle sample is suspended; it should run")
 	}
 }
 

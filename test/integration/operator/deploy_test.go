@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -106,6 +107,8 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 		for _, a := range []access{
 			{"list", calibanv1alpha1.GroupName, "calibantasks", "", singleNamespace},
 			{"patch", calibanv1alpha1.GroupName, "calibantasks", "status", singleNamespace},
+			{"patch", calibanv1alpha1.GroupName, "calibantasks", "", singleNamespace},
+			{"delete", calibanv1alpha1.GroupName, "calibantasks", "", singleNamespace},
 			{"get", "", "secrets", "", singleNamespace},
 			{"patch", "agents.x-k8s.io", "sandboxes", "", singleNamespace},
 			{"update", "coordination.k8s.io", "leases", "", operatorNamespace},
@@ -116,6 +119,7 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 		}
 		for _, a := range []access{
 			{"list", calibanv1alpha1.GroupName, "calibantasks", "", "default"},
+			{"delete", calibanv1alpha1.GroupName, "calibantasks", "", "default"},
 			{"get", "", "secrets", "", "default"},
 			{"patch", "agents.x-k8s.io", "sandboxes", "", "default"},
 			{"list", calibanv1alpha1.GroupName, "calibantasks", "", ""},
@@ -146,6 +150,9 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			{"watch", calibanv1alpha1.GroupName, "workspaces", "", ""},
 			{"patch", calibanv1alpha1.GroupName, "calibantasks", "status", ns},
 			{"patch", calibanv1alpha1.GroupName, "workspaces", "status", ns},
+			// The drain finalizer, and ttlSecondsAfterFinished.
+			{"patch", calibanv1alpha1.GroupName, "calibantasks", "", ns},
+			{"delete", calibanv1alpha1.GroupName, "calibantasks", "", ns},
 			{"get", "", "secrets", "", ns},
 			{"create", "agents.x-k8s.io", "sandboxes", "", ns},
 			{"patch", "", "serviceaccounts", "", ns},
@@ -159,8 +166,9 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			{"list", "", "secrets", "", ""},
 			{"update", "", "secrets", "", ns},
 			{"create", calibanv1alpha1.GroupName, "calibantasks", "", ns},
-			{"delete", calibanv1alpha1.GroupName, "calibantasks", "", ns},
+			{"deletecollection", calibanv1alpha1.GroupName, "calibantasks", "", ns},
 			{"update", calibanv1alpha1.GroupName, "calibantasks", "", ns},
+			{"patch", calibanv1alpha1.GroupName, "workspaces", "", ns},
 			{"create", calibanv1alpha1.GroupName, "workspaces", "", ns},
 			{"delete", calibanv1alpha1.GroupName, "workspaces", "", ns},
 			{"get", "", "pods", "", ns},
@@ -367,8 +375,9 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 }
 
 // TestTheSamplesApplyInOrder: with their placeholder Secrets the samples
-// apply and the Workspace turns Ready; without them the Workspace says which
-// Secret is missing, the documented first signal.
+// apply, the Workspace turns Ready and both tasks run, the lifecycle sample
+// holding the drain finalizer its onDelete asks for; without them the
+// Workspace says which Secret is missing, the documented first signal.
 func TestTheSamplesApplyInOrder(t *testing.T) {
 	samples, err := framework.ReadManifests(filepath.Join(cluster.Root, "manifests", "samples"))
 	if err != nil {
@@ -394,12 +403,44 @@ func TestTheSamplesApplyInOrder(t *testing.T) {
 			return nil
 		})
 	})
-	t.Run("with them the sample task runs", func(t *testing.T) {
+	t.Run("with them the sample tasks run", func(t *testing.T) {
 		ns := cluster.Namespace(t, nil)
+		// Nothing answers the lifecycle sample's drain here. Registered
+		// before the operator, this runs once it has stopped and removes
+		// the finalizer the way docs/troubleshooting.md says, so the
+		// namespace can go.
+		t.Cleanup(func() {
+			_, _ = cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Patch(context.Background(), "demo-lifecycle",
+				types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+		})
 		startOperator(t, "samples", ns)
 		if err := cluster.Apply(context.Background(), ns, samples...); err != nil {
 			t.Fatal(err)
 		}
-		waitForTask(t, ns, "demo-task", 60*time.Second, isRunning)
+		var tasks []string
+		for _, o := range samples {
+			if o.GetKind() == "CalibanTask" {
+				tasks = append(tasks, o.GetName())
+			}
+		}
+		if want := []string{"demo-task", "demo-lifecycle"}; !slices.Equal(tasks, want) {
+			t.Fatalf("sample CalibanTasks %v, want %v", tasks, want)
+		}
+		demo := waitForTask(t, ns, "demo-task", 60*time.Second, isRunning)
+		lc := waitForTask(t, ns, "demo-lifecycle", 60*time.Second, isRunning)
+		// The sample's lifecycle is live, not merely stored: pinned with a
+		// start for its deadline, and held for a drain before delete.
+		if lc.Status.StartTime == nil {
+			t.Errorf("demo-lifecycle is Running without a startTime for its activeDeadlineSeconds")
+		}
+		if lc.Status.CompletionTime != nil {
+			t.Errorf("demo-lifecycle is Running with completionTime %s, want none", lc.Status.CompletionTime)
+		}
+		if !slices.Contains(lc.Finalizers, calibanv1alpha1.FinalizerDrain) {
+			t.Errorf("demo-lifecycle (onDelete: checkpoint) has finalizers %v, want %s", lc.Finalizers, calibanv1alpha1.FinalizerDrain)
+		}
+		if slices.Contains(demo.Finalizers, calibanv1alpha1.FinalizerDrain) {
+			t.Errorf("demo-task (no onDelete) has the drain finalizer: %v", demo.Finalizers)
+		}
 	})
 }

@@ -1,0 +1,134 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
+)
+
+// drain syncs a deleted task that carries the drain finalizer
+// (docs/crd-reference.md#drain-before-delete): it says Draining, leaves the
+// children alone, and lets the task go once prospero has answered with
+// AgentsDrained or the drain timeout has passed. Everything it reads is in
+// the object (deletionTimestamp, prospero's condition), so an operator
+// restarted in the middle decides the same.
+func (c *TaskController) drain(ctx context.Context, task *calibanv1alpha1.CalibanTask) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
+	if task.Status.ResolvedWorkspace == nil {
+		// Never pinned, so never ran: nothing to drain. (The operator adds
+		// the finalizer only to pinned tasks; this one came with it.)
+		return 0, c.removeDrainFinalizer(ctx, task)
+	}
+	now := c.clock.Now()
+	outcome, note := builders.DrainVerdict(task, c.taskDrainTimeout, now)
+	// Draining, and prospero's checkpoint identifier once it has one, are
+	// written before the finalizer goes: a watcher sees them before the
+	// task disappears.
+	in := builders.TaskStatusInput{
+		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture,
+		Sandbox: c.observedSandbox(task), Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout,
+	}
+	if _, err := c.writeStatus(ctx, task, in); err != nil {
+		if apierrors.IsNotFound(err) {
+			return 0, nil
+		}
+		return 0, err
+	}
+	if outcome == builders.DrainWaiting {
+		return builders.DrainDeadline(task, c.taskDrainTimeout).Sub(now), nil
+	}
+	if err := c.removeDrainFinalizer(ctx, task); err != nil {
+		return 0, err
+	}
+	switch outcome {
+	case builders.DrainDone:
+		c.recorder.Event(task, corev1.EventTypeNormal, EventDrained, "Drain", note)
+	case builders.DrainFailedOutcome:
+		c.recorder.Event(task, corev1.EventTypeWarning, EventDrainFailed, "Drain", note)
+	case builders.DrainTimedOut:
+		c.recorder.Event(task, corev1.EventTypeWarning, EventDrainTimedOut, "Drain", note)
+	}
+	logger.Info("CalibanTask drained; it goes now", "outcome", note)
+	return 0, nil
+}
+
+// syncDrainFinalizer keeps the drain finalizer on a pinned task exactly
+// while its lifecycle.onDelete is checkpoint, and returns the task as it
+// stands after any change.
+func (c *TaskController) syncDrainFinalizer(ctx context.Context, task *calibanv1alpha1.CalibanTask) (*calibanv1alpha1.CalibanTask, error) {
+	want, has := builders.WantsDrain(task), builders.HasDrainFinalizer(task)
+	switch {
+	case want && !has:
+		// Applied as the operator's own entry of the finalizer set, so no
+		// other writer's finalizers are touched.
+		ac := calibanac.CalibanTask(task.Name, task.Namespace).WithFinalizers(calibanv1alpha1.FinalizerDrain)
+		written, err := c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Apply(ctx, ac, applyOptions)
+		if err != nil {
+			return nil, fmt.Errorf("adding the drain finalizer to CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+		}
+		c.hashes.carry(task, written)
+		c.taskCache.Mutation(written)
+		return written, nil
+	case !want && has:
+		return task, c.removeDrainFinalizer(ctx, task)
+	}
+	return task, nil
+}
+
+// removeDrainFinalizer takes the drain finalizer off the task with a JSON
+// patch that first tests the entry it removes: whoever else holds a
+// finalizer on the task keeps it, and a list that changed since the cache
+// saw it fails the patch (retried) rather than lose someone's entry.
+func (c *TaskController) removeDrainFinalizer(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
+	i := slices.Index(task.Finalizers, calibanv1alpha1.FinalizerDrain)
+	if i < 0 {
+		return nil
+	}
+	path := fmt.Sprintf("/metadata/finalizers/%d", i)
+	patch, err := json.Marshal([]map[string]string{
+		{"op": "test", "path": path, "value": calibanv1alpha1.FinalizerDrain},
+		{"op": "remove", "path": path},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Patch(ctx, task.Name, types.JSONPatchType, patch,
+		metav1.PatchOptions{FieldManager: builders.FieldManager})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the drain finalizer of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+	}
+	return nil
+}
+
+// deleteExpired deletes a finished task whose ttlSecondsAfterFinished has
+// passed, as the Job TTL controller does: the UID precondition spares a
+// task re-created under the same name, and background propagation lets the
+// garbage collector remove the children once the task is gone (after its
+// drain, with onDelete checkpoint).
+func (c *TaskController) deleteExpired(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
+	background := metav1.DeletePropagationBackground
+	err := c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Delete(ctx, task.Name, metav1.DeleteOptions{
+		Preconditions:     &metav1.Preconditions{UID: &task.UID},
+		PropagationPolicy: &background,
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting CalibanTask %s/%s after its ttlSecondsAfterFinished: %w", task.Namespace, task.Name, err)
+	}
+	klog.FromContext(ctx).Info("Deleted the finished CalibanTask: its ttlSecondsAfterFinished has passed")
+	return nil
+}
