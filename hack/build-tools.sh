@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the local test bed's binaries (kube-apiserver, kube-controller-manager,
-# kube-scheduler, etcd, kwok, kwokctl) from the pinned module in hack/tools into
+# kube-scheduler, etcd, kwok, kwokctl, and kubectl for the tests of the
+# Makefile's cluster targets) from the pinned module in hack/tools into
 # bin/. A binary is rebuilt only when hack/tools/go.mod or go.sum changed since
 # it was built, so repeated runs cost nothing.
 set -euo pipefail
@@ -16,13 +17,14 @@ declare -A pkgs=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   [kube-scheduler]=k8s.io/kubernetes/cmd/kube-scheduler
+  [kubectl]=k8s.io/kubernetes/cmd/kubectl
   [etcd]=go.etcd.io/etcd/server/v3
   [kwok]=sigs.k8s.io/kwok/cmd/kwok
   [kwokctl]=sigs.k8s.io/kwok/cmd/kwokctl
 )
 
 # Cheap ones first so a failure in the module graph shows up in seconds.
-for name in kwokctl kwok etcd kube-scheduler kube-controller-manager kube-apiserver; do
+for name in kwokctl kwok etcd kubectl kube-scheduler kube-controller-manager kube-apiserver; do
   if [[ -x "${bin}/${name}" && "$(cat "${bin}/.${name}.stamp" 2>/dev/null)" == "${stamp}" ]]; then
     continue
   fi
