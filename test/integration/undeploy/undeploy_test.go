@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -112,6 +113,11 @@ func TestUndeployCannotHangOnATaskWaitingForItsDrain(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(runCtx, filepath.Join(root, "hack", "undeploy.sh"))
 	cmd.Dir = root
+	// A hung script is stopped with its kubectl, which would otherwise
+	// keep the output pipe, and this test, waiting.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+cluster.Kubeconfig, "UNDEPLOY_DRAIN_WAIT=3",
 		"PATH="+filepath.Join(root, "bin")+string(os.PathListSeparator)+os.Getenv("PATH"))
 	out, err := cmd.CombinedOutput()
