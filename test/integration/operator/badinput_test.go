@@ -208,6 +208,14 @@ func badInputs() map[string]badInput {
 			taskFailed: &taskFailure{reason: builders.ReasonWorkspaceUnresolved,
 				words: []string{"Workspace not found: '../../etc/passwd'"}},
 		},
+		"an onDelete with a command in it fails the task naming lifecycle.onDelete": {
+			fields: []string{"CalibanTask spec.lifecycle.onDelete"},
+			task: func(spec *calibanv1alpha1.CalibanTaskSpec) {
+				spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{OnDelete: "delete" + cmdSubst}
+			},
+			taskFailed: &taskFailure{reason: builders.ReasonInvalidLifecycle,
+				words: []string{"lifecycle.onDelete 'delete" + cmdSubst + "' is not one of: delete, checkpoint"}},
+		},
 		"a token Secret that does not exist fails the task naming state.tokenRef": {
 			fields: []string{"CalibanTask spec.state.tokenRef.secretName"},
 			task: withState(calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://gonzalod:8080",
@@ -332,7 +340,7 @@ func badInputs() map[string]badInput {
 			fields: []string{
 				"CalibanTask spec.task.prompt", "CalibanTask spec.task.agentType", "CalibanTask spec.model.name",
 				"CalibanTask spec.isolation.worktrees", "CalibanTask spec.resources.class",
-				"CalibanTask spec.lifecycle.idleTimeout", "CalibanTask spec.lifecycle.onDelete", "CalibanTask spec.tools[*]",
+				"CalibanTask spec.lifecycle.idleTimeout", "CalibanTask spec.tools[*]",
 			},
 			task: func(spec *calibanv1alpha1.CalibanTaskSpec) {
 				spec.Task.Prompt = "prompt" + cmdSubst
@@ -340,13 +348,13 @@ func badInputs() map[string]badInput {
 				spec.Model = &calibanv1alpha1.ModelSpec{Name: "model" + semicolon}
 				spec.Isolation = &calibanv1alpha1.Isolation{Worktrees: "worktrees" + cmdSubst}
 				spec.Resources = &calibanv1alpha1.ResourcesSpec{Class: "class" + cmdSubst}
-				spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{IdleTimeout: "idle" + cmdSubst, OnDelete: "delete" + cmdSubst}
+				spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{IdleTimeout: "idle" + cmdSubst}
 				spec.Tools = []string{"tool" + cmdSubst}
 			},
 			rendered: all(
 				notRendered("prompt"+cmdSubst), notRendered("agent"+backticks), notRendered("model"+semicolon),
 				notRendered("worktrees"+cmdSubst), notRendered("class"+cmdSubst), notRendered("idle"+cmdSubst),
-				notRendered("delete"+cmdSubst), notRendered("tool"+cmdSubst), pinnedModel("model"+semicolon)),
+				notRendered("tool"+cmdSubst), pinnedModel("model"+semicolon)),
 		},
 		"carried workspace values with shell characters are not rendered": {
 			fields: []string{
