@@ -73,6 +73,26 @@ func schemaRejections() map[string]rejection {
 			obj:   set(validTask(), "yolo", "spec", "task", "permissionPosture"),
 			field: "spec.task.permissionPosture", class: classEnum, message: `supported values: "supervised", "unattended"`,
 		},
+		"an onFinish the operator does not know is rejected": {
+			obj:   set(validTask(), "delete", "spec", "lifecycle", "onFinish"),
+			field: "spec.lifecycle.onFinish", class: classEnum, message: `supported values: "suspend", "keep"`,
+		},
+		"a negative ttlSecondsAfterFinished is rejected": {
+			obj:   set(validTask(), int64(-1), "spec", "lifecycle", "ttlSecondsAfterFinished"),
+			field: "spec.lifecycle.ttlSecondsAfterFinished", class: classMinimum, message: "should be greater than or equal to 0",
+		},
+		"a ttlSecondsAfterFinished beyond int32 is rejected": {
+			obj:   set(validTask(), int64(1)<<31, "spec", "lifecycle", "ttlSecondsAfterFinished"),
+			field: "spec.lifecycle.ttlSecondsAfterFinished", class: classFormat, message: msgInt32,
+		},
+		"an activeDeadlineSeconds of 0 is rejected": {
+			obj:   set(validTask(), int64(0), "spec", "lifecycle", "activeDeadlineSeconds"),
+			field: "spec.lifecycle.activeDeadlineSeconds", class: classMinimum, message: "should be greater than or equal to 1",
+		},
+		"an activeDeadlineSeconds beyond int32 is rejected": {
+			obj:   set(validTask(), int64(1)<<31, "spec", "lifecycle", "activeDeadlineSeconds"),
+			field: "spec.lifecycle.activeDeadlineSeconds", class: classFormat, message: msgInt32,
+		},
 		"a state.mode typo is rejected": {
 			obj:   set(validTask(), "remtoe", "spec", "state", "mode"),
 			field: "spec.state.mode", class: classEnum, message: `supported values: "remote", "local"`,

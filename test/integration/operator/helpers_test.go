@@ -305,8 +305,14 @@ func hasPhase(phase calibanv1alpha1.TaskPhase) taskCheck {
 // failedWith: phase Failed, Ready False with reason and exactly message,
 // and no endpoint.
 func failedWith(reason, message string) taskCheck {
+	return parkedWith(calibanv1alpha1.TaskFailed, reason, message)
+}
+
+// parkedWith: the phase, Ready False with reason and exactly message, and
+// no endpoint: a task nobody can reach (failed, suspended).
+func parkedWith(phase calibanv1alpha1.TaskPhase, reason, message string) taskCheck {
 	return func(task *calibanv1alpha1.CalibanTask) error {
-		if err := hasPhase(calibanv1alpha1.TaskFailed)(task); err != nil {
+		if err := hasPhase(phase)(task); err != nil {
 			return err
 		}
 		if err := readyIs(task, metav1.ConditionFalse, reason); err != nil {
@@ -316,7 +322,7 @@ func failedWith(reason, message string) taskCheck {
 			return fmt.Errorf("Ready message %q, want %q", got, message)
 		}
 		if task.Status.CalibandEndpoint != "" {
-			return fmt.Errorf("calibandEndpoint %q on a failed task", task.Status.CalibandEndpoint)
+			return fmt.Errorf("calibandEndpoint %q on a %s task, want none", task.Status.CalibandEndpoint, phase)
 		}
 		return nil
 	}
@@ -569,14 +575,21 @@ func clusterState(ns string, objects map[string]func() (metav1.Object, error)) (
 // Sandbox appears) and returns it.
 func settledClusterState(t testing.TB, ns string, objects map[string]func() (metav1.Object, error), quiet time.Duration) map[string]string {
 	t.Helper()
+	return settledState(t, quiet, func() (map[string]string, error) { return clusterState(ns, objects) })
+}
+
+// settledState waits until state answers the same twice, quiet apart, and
+// returns that answer.
+func settledState(t testing.TB, quiet time.Duration, state func() (map[string]string, error)) map[string]string {
+	t.Helper()
 	var settled map[string]string
 	framework.Eventually(t, settleTimeout, func() error {
-		a, err := clusterState(ns, objects)
+		a, err := state()
 		if err != nil {
 			return err
 		}
 		time.Sleep(quiet)
-		b, err := clusterState(ns, objects)
+		b, err := state()
 		if err != nil {
 			return err
 		}

@@ -140,17 +140,8 @@ func isPinned(task *calibanv1alpha1.CalibanTask) error {
 // Suspended with the design's message, no endpoint, the pin, startTime and
 // sandboxRef kept.
 func isSuspended(task *calibanv1alpha1.CalibanTask) error {
-	if err := hasPhase(calibanv1alpha1.TaskSuspended)(task); err != nil {
+	if err := parkedWith(calibanv1alpha1.TaskSuspended, reasonSuspended, suspendedMessage)(task); err != nil {
 		return err
-	}
-	if err := readyIs(task, metav1.ConditionFalse, reasonSuspended); err != nil {
-		return err
-	}
-	if got := readyCondition(task).Message; got != suspendedMessage {
-		return fmt.Errorf("Ready message %q, want %q", got, suspendedMessage)
-	}
-	if task.Status.CalibandEndpoint != "" {
-		return fmt.Errorf("calibandEndpoint %q on a suspended task, want none", task.Status.CalibandEndpoint)
 	}
 	if want := builders.SandboxName(task.Name); task.Status.SandboxRef == nil || task.Status.SandboxRef.Name != want {
 		return fmt.Errorf("sandboxRef %+v on a suspended task, want name %s", task.Status.SandboxRef, want)
@@ -437,24 +428,7 @@ func versions(objects map[string]func() (metav1.Object, error)) (map[string]stri
 // the namespace may be emitting meanwhile.
 func settledVersions(t testing.TB, objects map[string]func() (metav1.Object, error)) map[string]string {
 	t.Helper()
-	var settled map[string]string
-	framework.Eventually(t, settleTimeout, func() error {
-		a, err := versions(objects)
-		if err != nil {
-			return err
-		}
-		time.Sleep(time.Second)
-		b, err := versions(objects)
-		if err != nil {
-			return err
-		}
-		if diff := cmp.Diff(a, b); diff != "" {
-			return fmt.Errorf("still changing:\n%s", diff)
-		}
-		settled = b
-		return nil
-	})
-	return settled
+	return settledState(t, time.Second, func() (map[string]string, error) { return versions(objects) })
 }
 
 // unchangedVersions checks that the objects still have the versions want.

@@ -256,18 +256,7 @@ func TestDeletingATaskGarbageCollectsItsChildren(t *testing.T) {
 		t.Errorf("sandboxRef %q is not a safe DNS-1035 label", got)
 	}
 
-	sbx, sa, np := builders.SandboxName(task.Name), builders.ServiceAccountName(task.Name), builders.NetworkPolicyName(task.Name)
-	children := map[string]func() (metav1.Object, error){
-		"Sandbox " + sbx: func() (metav1.Object, error) {
-			return cluster.Dynamic.Resource(sandboxes).Namespace(ns).Get(ctx, sbx, metav1.GetOptions{})
-		},
-		"ServiceAccount " + sa: func() (metav1.Object, error) {
-			return cluster.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, sa, metav1.GetOptions{})
-		},
-		"NetworkPolicy " + np: func() (metav1.Object, error) {
-			return cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, np, metav1.GetOptions{})
-		},
-	}
+	children := children(ns, task.Name)
 	for child, get := range children {
 		obj, err := get()
 		if err != nil {
