@@ -13,8 +13,9 @@ import (
 
 // FuzzCloneScript runs the clone script for arbitrary source values and
 // holds it to the contract: git gets exactly
-// clone --depth 1 --branch <ref> -- <repo> <path> for each source whose
-// <path>/.git is not a directory, the script prints nothing, succeeds, and
+// clone --depth 1 --branch <ref> -- <repo> <path> (or, for a full commit
+// SHA, init, remote add, fetch of the commit and checkout) for each source
+// whose <path>/.git is not a directory, the script prints nothing, succeeds, and
 // nothing but git runs (no file appears, and the source after the fuzzed
 // one is still cloned, so no value can end the script early).
 func FuzzCloneScript(f *testing.F) {
@@ -26,6 +27,9 @@ func FuzzCloneScript(f *testing.F) {
 	f.Add("n", "'", "'", "'")
 	f.Add("n", `'\''`, `'"'"'`, `\'`)
 	f.Add("n", "\xff\xfe", "\x01\x7f", "\t\r\n")
+	f.Add("n", "$(touch pwned)", sha1Ref, "-C")
+	f.Add("n", "r", sha256Ref, "'; touch pwned; '")
+	f.Add("n", "r", "0123abc", "/ws/abbrev")
 
 	rig := newShellRig(f, f.TempDir())
 	f.Fuzz(func(t *testing.T, name, repo, ref, path string) {
@@ -50,7 +54,7 @@ func FuzzCloneScript(f *testing.F) {
 		}
 		var want [][]string
 		if !gitDirExists(work, path) {
-			want = append(want, cloneArgv(ref, repo, path))
+			want = append(want, sourceCalls(ref, repo, path)...)
 		}
 		want = append(want, cloneArgv("main", "https://example.com/after.git", "after"))
 		if diff := cmp.Diff(want, res.calls); diff != "" {

@@ -98,13 +98,35 @@ func parseGitLog(t testing.TB, data []byte) [][]string {
 	return calls
 }
 
-// cloneArgv is the argv the contract promises for one source.
+// cloneArgv is the argv the contract promises for one source with a branch
+// or tag ref.
 func cloneArgv(ref, repo, path string) []string {
 	if ref == "" {
 		ref = "main"
 	}
 	return []string{"clone", "--depth", "1", "--branch", ref, "--", repo, path}
 }
+
+// sourceCalls are the git calls the contract promises for one source: a
+// clone for a branch or tag, and for a full commit SHA an init, the
+// remote, a fetch of that commit alone and its checkout.
+func sourceCalls(ref, repo, path string) [][]string {
+	if !IsCommitSHA(ref) {
+		return [][]string{cloneArgv(ref, repo, path)}
+	}
+	sha := strings.ToLower(ref)
+	return [][]string{
+		{"init", "-q", "--", path},
+		{"-C", path, "remote", "add", "origin", "--", repo},
+		{"-C", path, "fetch", "-q", "--depth", "1", "origin", sha},
+		{"-C", path, "checkout", "-q", "--detach", sha},
+	}
+}
+
+const (
+	sha1Ref   = "0123456789abcdef0123456789abcdef01234567"
+	sha256Ref = "0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF0123456789ABCDEF"
+)
 
 // newWorkDir makes a working directory with a few files in it, so that an
 // unquoted glob would expand to something visible.
@@ -157,6 +179,17 @@ func TestCloneScriptText(t *testing.T) {
 				"if [ ! -e '/work/caliban/.git' ]; then git clone --depth 1 --branch 'main' -- 'git@x:caliban' '/work/caliban'; fi\n" +
 				`if [ ! -e '/work/o'\''brien/.git' ]; then git clone --depth 1 --branch 'main' -- 'https://x/it'\''s.git' '/work/o'\''brien'; fi` + "\n",
 		},
+		"a full commit SHA is fetched by id, and a failed step leaves no .git behind": {
+			sources: []calibanv1alpha1.Source{{Name: "s", Repo: "https://x/r.git", Ref: sha1Ref, Path: "/work/s"}},
+			want: "set -eu\n" +
+				"if [ ! -e '/work/s/.git' ]; then { git init -q -- '/work/s' && git -C '/work/s' remote add origin -- 'https://x/r.git'" +
+				" && git -C '/work/s' fetch -q --depth 1 origin '" + sha1Ref + "' && git -C '/work/s' checkout -q --detach '" + sha1Ref + "'; }" +
+				" || { rm -rf -- '/work/s/.git'; exit 1; }; fi\n",
+		},
+		"an abbreviated SHA is not a SHA": {
+			sources: []calibanv1alpha1.Source{{Name: "s", Repo: "r", Ref: "0123abc", Path: "/work/s"}},
+			want:    "set -eu\nif [ ! -e '/work/s/.git' ]; then git clone --depth 1 --branch '0123abc' -- 'r' '/work/s'; fi\n",
+		},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -186,6 +219,8 @@ func adversarialSources(root string) []calibanv1alpha1.Source {
 		{Name: "redirects", Repo: ">pwned", Ref: "<pwned", Path: root + "/>pwned"},
 		{Name: "closing the if", Repo: "'; fi; touch pwned; if '", Ref: "' ]; then touch pwned; fi; if [ '", Path: root + "/fi"},
 		{Name: "empty ref defaults to main", Repo: "https://example.com/r.git", Ref: "", Path: root + "/r"},
+		{Name: "a SHA with a hostile repo", Repo: "'; touch pwned; '$(touch pwned)", Ref: sha1Ref, Path: root + "/sha $(touch pwned)"},
+		{Name: "a SHA-256 into a dashed path", Repo: "--upload-pack=touch pwned", Ref: sha256Ref, Path: "-rf"},
 	}
 }
 
@@ -202,7 +237,7 @@ func TestCloneScriptPassesEveryValueAsOneArgument(t *testing.T) {
 	}
 	var want [][]string
 	for _, s := range sources {
-		want = append(want, cloneArgv(s.Ref, s.Repo, s.Path))
+		want = append(want, sourceCalls(s.Ref, s.Repo, s.Path)...)
 	}
 	if diff := cmp.Diff(want, res.calls); diff != "" {
 		t.Errorf("git calls (-want +got):\n%s", diff)
@@ -256,7 +291,7 @@ func TestCloneScriptIsIdempotent(t *testing.T) {
 			root := filepath.Join(dir, "ws")
 			sources := []calibanv1alpha1.Source{
 				{Name: "a", Repo: "https://example.com/a.git", Ref: "main", Path: root + "/a"},
-				{Name: "b", Repo: "https://example.com/b.git", Ref: "v1", Path: root + "/it's $(b)"},
+				{Name: "b", Repo: "https://example.com/b.git", Ref: sha1Ref, Path: root + "/it's $(b)"},
 				{Name: "c", Repo: "https://example.com/c.git", Path: "-c dir"},
 			}
 			for _, i := range test.present {
@@ -274,7 +309,7 @@ func TestCloneScriptIsIdempotent(t *testing.T) {
 			}
 			var want [][]string
 			for _, i := range test.cloned {
-				want = append(want, cloneArgv(sources[i].Ref, sources[i].Repo, sources[i].Path))
+				want = append(want, sourceCalls(sources[i].Ref, sources[i].Repo, sources[i].Path)...)
 			}
 			if diff := cmp.Diff(want, res.calls); diff != "" {
 				t.Errorf("git calls (-want +got):\n%s", diff)
@@ -306,6 +341,48 @@ exit 128
 	}
 	if diff := cmp.Diff([][]string{cloneArgv("main", "ra", "/ws/a")}, res.calls); diff != "" {
 		t.Errorf("git calls (-want +got):\n%s", diff)
+	}
+}
+
+// A commit fetched by id into a fresh repository: if any step fails, the
+// .git it made goes again, or the next start would skip the source and run
+// caliband on an empty checkout.
+func TestCloneScriptUndoesAFailedFetchBySHA(t *testing.T) {
+	dir := t.TempDir()
+	rig := newShellRig(t, dir)
+	work := newWorkDir(t, dir)
+	// git init makes the .git; the fetch fails as an unreachable remote does.
+	failingFetch := `#!/bin/sh
+{ printf '%s\0' "$#"; for a in "$@"; do printf '%s\0' "$a"; done; } >> "$GIT_LOG"
+case "$1" in init) mkdir -p "$4/.git" ;; esac
+case "$3" in fetch) exit 128 ;; esac
+`
+	if err := os.WriteFile(filepath.Join(rig.bin, "git"), []byte(failingFetch), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"rm", "mkdir"} {
+		real, err := exec.LookPath(cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(real, filepath.Join(rig.bin, cmd)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root := filepath.Join(dir, "ws")
+	sources := []calibanv1alpha1.Source{
+		{Name: "s", Repo: "https://example.com/s.git", Ref: sha1Ref, Path: root + "/s"},
+		{Name: "after", Repo: "https://example.com/a.git", Ref: "main", Path: root + "/after"},
+	}
+	res := rig.run(t, work, CloneScript(sources))
+	if res.err == nil {
+		t.Error("the script succeeded although the fetch failed")
+	}
+	if diff := cmp.Diff(sourceCalls(sha1Ref, sources[0].Repo, sources[0].Path)[:3], res.calls); diff != "" {
+		t.Errorf("git calls (-want +got):\n%s", diff)
+	}
+	if _, err := os.Stat(filepath.Join(root, "s", ".git")); !os.IsNotExist(err) {
+		t.Errorf("the failed checkout's .git is still there (stat: %v)", err)
 	}
 }
 

@@ -57,6 +57,7 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 		func() string { return providerKindProblem(spec.Providers) },      // the kind's variables are ones caliban may see
 		func() string { return isolationProblem(spec.Isolation) },         // the pod's runtimeClassName is one the apiserver accepts
 		func() string { return credentialsNameProblem(spec.Providers) },   // the Secret lookup below is a request client-go can make
+		func() string { return sourceRefProblem(spec.Sources) },           // a ref git can check out: a name, or a full commit id
 	}
 	for _, check := range checks {
 		if p := check(); p != "" {
@@ -77,6 +78,18 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 		}
 	}
 	return "", nil
+}
+
+// sourceRefProblem refuses a ref that reads as an abbreviated commit id:
+// in the pod it would fail as a branch that does not exist, while here the
+// message can say what to write instead.
+func sourceRefProblem(sources []calibanv1alpha1.Source) string {
+	for i, s := range sources {
+		if looksAbbreviated(s.Ref) {
+			return fmt.Sprintf("sources[%d] '%s': ref '%s' looks like an abbreviated commit SHA, which git cannot fetch; give the full 40- or 64-character commit id", i, s.Name, s.Ref)
+		}
+	}
+	return ""
 }
 
 func sourcePathProblem(sources []calibanv1alpha1.Source, root string) string {

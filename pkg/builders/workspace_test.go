@@ -128,6 +128,37 @@ func TestValidateWorkspace(t *testing.T) {
 			root:    "/",
 			problem: "sources[0] 'app': path '//' is not under the workspace root '/'",
 		},
+		"an abbreviated commit SHA fails, saying what to write": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[1].Ref = "1a2b3c4" }),
+			secrets: []*corev1.Secret{anthropicKey},
+			problem: "sources[1] 'lib': ref '1a2b3c4' looks like an abbreviated commit SHA, which git cannot fetch; give the full 40- or 64-character commit id",
+		},
+		"an abbreviated SHA is reported before a missing Secret, which needs a read": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[1].Ref = "1a2b3c4" }),
+			problem: "sources[1] 'lib': ref '1a2b3c4' looks like an abbreviated commit SHA, which git cannot fetch; give the full 40- or 64-character commit id",
+		},
+		"a 39-character SHA is abbreviated too": {
+			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[0].Ref = sha1Ref[:39] }),
+			secrets: []*corev1.Secret{anthropicKey},
+			problem: "sources[0] 'app': ref '" + sha1Ref[:39] + "' looks like an abbreviated commit SHA, which git cannot fetch; give the full 40- or 64-character commit id",
+		},
+		"a path problem is reported before an abbreviated SHA": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Sources[1].Ref = "1a2b3c4"
+				ws.Spec.Sources[0].Path = "/tmp/app"
+			}),
+			problem: "sources[0] 'app': path '/tmp/app' is not under the workspace root '/work'",
+		},
+		"full SHA-1 and SHA-256 ids, dated tags and hex-letter branch names are refs": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Sources[0].Ref, ws.Spec.Sources[1].Ref = sha1Ref, sha256Ref
+				ws.Spec.Sources = append(ws.Spec.Sources,
+					calibanv1alpha1.Source{Name: "dated", Repo: "https://example.com/d.git", Ref: "20240101", Path: "/work/d"},
+					calibanv1alpha1.Source{Name: "facade", Repo: "https://example.com/f.git", Ref: "facade", Path: "/work/f"},
+					calibanv1alpha1.Source{Name: "short", Repo: "https://example.com/s.git", Ref: "abc123", Path: "/work/s"})
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
 		"two sources at the same path fail": {
 			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[1].Path = "/work/app/" }),
 			problem: "sources[1] 'lib': path '/work/app/' is also the path of source 'app'",

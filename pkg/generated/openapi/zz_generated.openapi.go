@@ -940,7 +940,7 @@ func schema_pkg_apis_caliban_v1alpha1_Source(ref common.ReferenceCallback) commo
 					},
 					"ref": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ref is the branch or tag to check out. Commit SHAs are not supported yet (the clone uses `git clone --branch`).",
+							Description: "ref is the branch, tag or full commit SHA (40 or 64 hex digits) to check out. A branch or tag is cloned with --branch; a SHA is fetched by id. An abbreviated SHA fails the Workspace's validation.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

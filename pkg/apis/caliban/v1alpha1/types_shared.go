@@ -14,8 +14,9 @@ type Source struct {
 	// +kubebuilder:validation:MinLength=1
 	Repo string `json:"repo"`
 
-	// ref is the branch or tag to check out. Commit SHAs are not supported
-	// yet (the clone uses `git clone --branch`).
+	// ref is the branch, tag or full commit SHA (40 or 64 hex digits) to
+	// check out. A branch or tag is cloned with --branch; a SHA is fetched
+	// by id. An abbreviated SHA fails the Workspace's validation.
 	// +optional
 	// +kubebuilder:default=main
 	Ref string `json:"ref,omitempty"`

@@ -17,8 +17,9 @@ type SourceApplyConfiguration struct {
 	// repo is the git remote to clone, in any form git accepts
 	// (https://…, git@host:path, …).
 	Repo *string `json:"repo,omitempty"`
-	// ref is the branch or tag to check out. Commit SHAs are not supported
-	// yet (the clone uses `git clone --branch`).
+	// ref is the branch, tag or full commit SHA (40 or 64 hex digits) to
+	// check out. A branch or tag is cloned with --branch; a SHA is fetched
+	// by id. An abbreviated SHA fails the Workspace's validation.
 	Ref *string `json:"ref,omitempty"`
 	// path is the absolute checkout path. It must lie strictly under the
 	// operator's workspace root (default /work) and differ from every other
