@@ -54,6 +54,15 @@ func newShellRig(t testing.TB, dir string) shellRig {
 	return shellRig{bin: bin}
 }
 
+// gitThen makes the rig's git record its call as before and then run
+// tail: a git that fails, or that leaves files behind.
+func (r shellRig) gitThen(t testing.TB, tail string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(r.bin, "git"), []byte(fakeGitScript+tail), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // scriptRun is what one execution of the script did.
 type scriptRun struct {
 	calls          [][]string
@@ -324,13 +333,7 @@ func TestCloneScriptStopsAtTheFirstFailedClone(t *testing.T) {
 	dir := t.TempDir()
 	rig := newShellRig(t, dir)
 	work := newWorkDir(t, dir)
-	failing := `#!/bin/sh
-{ printf '%s\0' "$#"; for a in "$@"; do printf '%s\0' "$a"; done; } >> "$GIT_LOG"
-exit 128
-`
-	if err := os.WriteFile(filepath.Join(rig.bin, "git"), []byte(failing), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	rig.gitThen(t, "exit 128\n")
 	sources := []calibanv1alpha1.Source{
 		{Name: "a", Repo: "ra", Ref: "main", Path: "/ws/a"},
 		{Name: "b", Repo: "rb", Ref: "main", Path: "/ws/b"},
@@ -352,14 +355,9 @@ func TestCloneScriptUndoesAFailedFetchBySHA(t *testing.T) {
 	rig := newShellRig(t, dir)
 	work := newWorkDir(t, dir)
 	// git init makes the .git; the fetch fails as an unreachable remote does.
-	failingFetch := `#!/bin/sh
-{ printf '%s\0' "$#"; for a in "$@"; do printf '%s\0' "$a"; done; } >> "$GIT_LOG"
-case "$1" in init) mkdir -p "$4/.git" ;; esac
+	rig.gitThen(t, `case "$1" in init) mkdir -p "$4/.git" ;; esac
 case "$3" in fetch) exit 128 ;; esac
-`
-	if err := os.WriteFile(filepath.Join(rig.bin, "git"), []byte(failingFetch), 0o755); err != nil {
-		t.Fatal(err)
-	}
+`)
 	for _, cmd := range []string{"rm", "mkdir"} {
 		real, err := exec.LookPath(cmd)
 		if err != nil {
