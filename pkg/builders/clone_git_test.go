@@ -1,6 +1,8 @@
 package builders
 
 import (
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,10 +12,16 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 )
 
+// gitHTTPBackend is where Debian's git keeps its smart-HTTP server, the one
+// git hosts speak.
+const gitHTTPBackend = "/usr/lib/git-core/git-http-backend"
+
 // TestCloneScriptChecksOutWithARealGit runs the script as the init
 // container does, with a real git, against a repository served over
-// file://: a branch, a tag and a commit that is not the tip of anything
-// land as asked, and a second run over the same volume changes nothing.
+// file:// and over smart HTTP (git http-backend, git protocol v2, as git
+// hosts serve it): a branch, a tag and a commit that is not the tip of
+// anything land as asked, and a second run over the same volume changes
+// nothing.
 func TestCloneScriptChecksOutWithARealGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("these tests need git on PATH, as the clone image has: %v", err)
@@ -21,7 +29,7 @@ func TestCloneScriptChecksOutWithARealGit(t *testing.T) {
 	dir := t.TempDir()
 	env := append(os.Environ(), "HOME="+dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
 		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	git := func(args ...string) string {
+	gitT := func(t testing.TB, args ...string) string {
 		t.Helper()
 		cmd := exec.Command("git", args...)
 		cmd.Env = env
@@ -31,6 +39,7 @@ func TestCloneScriptChecksOutWithARealGit(t *testing.T) {
 		}
 		return strings.TrimSpace(string(out))
 	}
+	git := func(args ...string) string { t.Helper(); return gitT(t, args...) }
 	origin := filepath.Join(dir, "origin")
 	git("init", "-q", "-b", "main", origin)
 	commit := func(file string) string {
@@ -44,49 +53,59 @@ func TestCloneScriptChecksOutWithARealGit(t *testing.T) {
 	first := commit("first")
 	tagged := commit("tagged")
 	git("-C", origin, "tag", "v1")
-	tip := commit("tip")
+	commit("tip")
 
-	root := filepath.Join(dir, "ws")
-	url := "file://" + origin
-	sources := []calibanv1alpha1.Source{
-		{Name: "branch", Repo: url, Ref: "main", Path: root + "/branch"},
-		{Name: "tag", Repo: url, Ref: "v1", Path: root + "/tag"},
-		{Name: "sha", Repo: url, Ref: strings.ToUpper(first), Path: root + "/it's a sha"},
+	if _, err := os.Stat(gitHTTPBackend); err != nil {
+		t.Fatalf("the smart-HTTP case needs git's http-backend: %v", err)
 	}
-	want := map[string]string{"branch": tip, "tag": tagged, "sha": first}
-	run := func() {
-		t.Helper()
-		cmd := exec.Command("/bin/sh", "-c", CloneScript(sources))
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("the clone script failed: %v\n%s", err, out)
-		}
-	}
-	run()
-	for _, s := range sources {
-		if got := git("-C", s.Path, "rev-parse", "HEAD"); got != want[s.Name] {
-			t.Errorf("source %s: HEAD %s, want %s", s.Name, got, want[s.Name])
-		}
-		if got := git("-C", s.Path, "rev-list", "--count", "HEAD"); got != "1" {
-			t.Errorf("source %s: %s commits of history, want a shallow checkout of 1", s.Name, got)
-		}
-	}
+	server := httptest.NewServer(&cgi.Handler{Path: gitHTTPBackend, Env: []string{"GIT_PROJECT_ROOT=" + dir, "GIT_HTTP_EXPORT_ALL=1"}})
+	defer server.Close()
 
-	// The volume outlives the pod: work in the checkouts and new commits
-	// upstream must survive the next start untouched.
-	commit("later")
-	for _, s := range sources {
-		if err := os.WriteFile(filepath.Join(s.Path, "agent-work"), []byte("keep"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run()
-	for _, s := range sources {
-		if got := git("-C", s.Path, "rev-parse", "HEAD"); got != want[s.Name] {
-			t.Errorf("source %s after a restart: HEAD %s, want %s still", s.Name, got, want[s.Name])
-		}
-		if _, err := os.Stat(filepath.Join(s.Path, "agent-work")); err != nil {
-			t.Errorf("source %s after a restart lost the agents' work: %v", s.Name, err)
-		}
+	for transport, url := range map[string]string{"file": "file://" + origin, "smart HTTP": server.URL + "/origin"} {
+		t.Run(transport, func(t *testing.T) {
+			root := filepath.Join(dir, "ws-"+strings.ReplaceAll(transport, " ", "-"))
+			sources := []calibanv1alpha1.Source{
+				{Name: "branch", Repo: url, Ref: "main", Path: root + "/branch"},
+				{Name: "tag", Repo: url, Ref: "v1", Path: root + "/tag"},
+				{Name: "sha", Repo: url, Ref: strings.ToUpper(first), Path: root + "/it's a sha"},
+			}
+			// The tip of main is whatever it is when this transport starts.
+			want := map[string]string{"branch": gitT(t, "-C", origin, "rev-parse", "main"), "tag": tagged, "sha": first}
+			run := func() {
+				t.Helper()
+				cmd := exec.Command("/bin/sh", "-c", CloneScript(sources))
+				cmd.Env = env
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("the clone script failed: %v\n%s", err, out)
+				}
+			}
+			run()
+			for _, s := range sources {
+				if got := gitT(t, "-C", s.Path, "rev-parse", "HEAD"); got != want[s.Name] {
+					t.Errorf("source %s: HEAD %s, want %s", s.Name, got, want[s.Name])
+				}
+				if got := gitT(t, "-C", s.Path, "rev-list", "--count", "HEAD"); got != "1" {
+					t.Errorf("source %s: %s commits of history, want a shallow checkout of 1", s.Name, got)
+				}
+			}
+
+			// The volume outlives the pod: work in the checkouts and new commits
+			// upstream must survive the next start untouched.
+			gitT(t, "-C", origin, "commit", "-q", "--allow-empty", "-m", "later")
+			for _, s := range sources {
+				if err := os.WriteFile(filepath.Join(s.Path, "agent-work"), []byte("keep"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			run()
+			for _, s := range sources {
+				if got := gitT(t, "-C", s.Path, "rev-parse", "HEAD"); got != want[s.Name] {
+					t.Errorf("source %s after a restart: HEAD %s, want %s still", s.Name, got, want[s.Name])
+				}
+				if _, err := os.Stat(filepath.Join(s.Path, "agent-work")); err != nil {
+					t.Errorf("source %s after a restart lost the agents' work: %v", s.Name, err)
+				}
+			}
+		})
 	}
 }
