@@ -448,8 +448,15 @@ func prosperoSettles(t testing.TB, ns, name, reason, message string) {
 // the status subresource, as the managedFields' fieldsV1 tree (nil when it
 // owns none).
 func statusFieldsOf(obj metav1.Object, manager string) map[string]any {
+	return appliedFieldsOf(obj, manager, "status")
+}
+
+// appliedFieldsOf returns the fields manager owns through Apply on the
+// subresource ("" for the object itself), as the managedFields' fieldsV1
+// tree (nil when it owns none).
+func appliedFieldsOf(obj metav1.Object, manager, subresource string) map[string]any {
 	for _, f := range obj.GetManagedFields() {
-		if f.Manager != manager || f.Operation != metav1.ManagedFieldsOperationApply || f.Subresource != "status" || f.FieldsV1 == nil {
+		if f.Manager != manager || f.Operation != metav1.ManagedFieldsOperationApply || f.Subresource != subresource || f.FieldsV1 == nil {
 			continue
 		}
 		var tree map[string]any

@@ -247,21 +247,10 @@ func withoutDrainFinalizer(task *calibanv1alpha1.CalibanTask) error {
 // ownsFinalizer reports whether manager holds finalizer through Apply on
 // the main resource.
 func ownsFinalizer(obj metav1.Object, manager, finalizer string) bool {
-	for _, f := range obj.GetManagedFields() {
-		if f.Manager != manager || f.Operation != metav1.ManagedFieldsOperationApply || f.Subresource != "" || f.FieldsV1 == nil {
-			continue
-		}
-		var tree map[string]any
-		if err := json.Unmarshal(f.FieldsV1.Raw, &tree); err != nil {
-			return false
-		}
-		md, _ := tree["f:metadata"].(map[string]any)
-		fin, _ := md["f:finalizers"].(map[string]any)
-		if _, ok := fin[fmt.Sprintf("v:%q", finalizer)]; ok {
-			return true
-		}
-	}
-	return false
+	md, _ := appliedFieldsOf(obj, manager, "")["f:metadata"].(map[string]any)
+	fin, _ := md["f:finalizers"].(map[string]any)
+	_, ok := fin[fmt.Sprintf("v:%q", finalizer)]
+	return ok
 }
 
 // applyTestFinalizers server-side-applies the finalizers the test's field
