@@ -33,6 +33,7 @@ generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs from pkg/apis.
 verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod or a doc citing a missing file.
 	hack/verify-codegen.sh
 	hack/verify-doc-refs_test.sh >/dev/null
+	hack/fuzz_test.sh >/dev/null
 	hack/verify-doc-refs.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi

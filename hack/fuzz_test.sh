@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Self-test of hack/fuzz.sh's classifier: only a bare coordinator deadline,
+# with no saved input and no failure line, counts as the Go 1.26 race that
+# earns a retry. Exits non-zero when any log is classified wrongly.
+set -o errexit -o nounset -o pipefail
+
+script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/fuzz.sh
+scratch=$(mktemp -d)
+trap 'rm -rf "${scratch}"' EXIT
+failures=0
+
+# expect WANT NAME: classifies the log on stdin; WANT is race or failure.
+expect() {
+  local want=$1 name=$2 got=failure
+  cat >"${scratch}/log"
+  if "${script}" --classify "${scratch}/log"; then got=race; fi
+  if [[ $got != "$want" ]]; then
+    echo "FAIL: ${name}: classified as ${got}, want ${want}"
+    failures=$((failures + 1))
+  fi
+}
+
+expect race "a bare deadline at the end of -fuzztime" <<'LOG'
+fuzz: elapsed: 20s, execs: 65891 (2931/sec), new interesting: 0 (total: 14)
+--- FAIL: FuzzEnvNameAgreesWithPods (20.34s)
+    context deadline exceeded
+FAIL
+exit status 1
+LOG
+
+expect failure "a failing input that was saved" <<'LOG'
+--- FAIL: FuzzX (3.10s)
+    --- FAIL: FuzzX (0.00s)
+        x_test.go:12: got 1, want 2
+
+    Failing input written to testdata/fuzz/FuzzX/582528ddfad69eb5
+    To re-run:
+    go test -run=FuzzX/582528ddfad69eb5
+FAIL
+LOG
+
+expect failure "a seed that fails before fuzzing starts" <<'LOG'
+--- FAIL: FuzzX (0.01s)
+    --- FAIL: FuzzX/seed#0 (0.00s)
+        x_test.go:40: context deadline exceeded
+FAIL
+LOG
+
+expect failure "a panic" <<'LOG'
+panic: runtime error: index out of range [3] with length 3
+FAIL
+LOG
+
+expect failure "a build error" <<'LOG'
+# example.com/p
+./x_test.go:3:2: undefined: y
+FAIL	example.com/p [build failed]
+LOG
+
+if [[ $failures -gt 0 ]]; then
+  exit 1
+fi
+echo "hack/fuzz.sh classifies every log as expected"
