@@ -1,10 +1,80 @@
 package builders
 
 import (
+	"net/url"
+	"path"
+	"strconv"
 	"strings"
+
+	corev1 "k8s.io/api/core/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 )
+
+// SourceCredentialsDir is where the clone init container finds each
+// private source's Secret: in a directory named by the source's index, so
+// that no value from the Workspace becomes part of a path.
+const SourceCredentialsDir = "/var/run/caliban/source-credentials"
+
+// SSHKnownHostsKey is the key of an ssh-auth Secret holding the host keys
+// the clone trusts; host-key checking is never turned off.
+const SSHKnownHostsKey = "known_hosts"
+
+// sourceAuth is how a repository URL authenticates, read from its scheme.
+type sourceAuth int
+
+const (
+	authUnsupported sourceAuth = iota // no credentials can be given (file://, http://, ...)
+	authBasic                         // https://: kubernetes.io/basic-auth
+	authSSH                           // ssh:// or git@host:path: kubernetes.io/ssh-auth
+)
+
+// repoAuth reads the scheme as git does, case and all: git looks for a
+// remote helper named after the scheme as written, so HTTPS:// is not
+// https:// to it either.
+func repoAuth(repo string) sourceAuth {
+	switch {
+	case strings.HasPrefix(repo, "https://"):
+		return authBasic
+	case strings.HasPrefix(repo, "ssh://"), strings.HasPrefix(repo, "git@"):
+		return authSSH
+	}
+	return authUnsupported
+}
+
+// secretType and secretKeys are what a source's Secret must be and hold.
+func (a sourceAuth) secretType() corev1.SecretType {
+	if a == authSSH {
+		return corev1.SecretTypeSSHAuth
+	}
+	return corev1.SecretTypeBasicAuth
+}
+
+// schemes names the repos of an auth, for messages: "an https://" or "an
+// ssh:// or git@".
+func (a sourceAuth) schemes() string {
+	if a == authSSH {
+		return "an ssh:// or git@"
+	}
+	return "an https://"
+}
+
+func (a sourceAuth) secretKeys() []string {
+	if a == authSSH {
+		return []string{corev1.SSHAuthPrivateKey, SSHKnownHostsKey}
+	}
+	return []string{corev1.BasicAuthUsernameKey, corev1.BasicAuthPasswordKey}
+}
+
+// credentialsAuth is how a source authenticates with its Secret, or
+// authUnsupported when it has none (validation refuses a credentialsRef on
+// a repo that cannot take one).
+func credentialsAuth(s calibanv1alpha1.Source) sourceAuth {
+	if s.CredentialsRef == nil {
+		return authUnsupported
+	}
+	return repoAuth(s.Repo)
+}
 
 // CloneScript is the clone-workspace init container's /bin/sh script. For
 // each source, in order, it checks out repo at ref into path unless
@@ -17,28 +87,72 @@ import (
 // single-quoted word, so nothing in a source can be read by the shell as
 // syntax; "--" ends git's options so a value starting with '-' cannot
 // become one (a SHA is hex digits only, and a path is absolute).
-func CloneScript(sources []calibanv1alpha1.Source) string {
+//
+// A source with credentials finds its Secret's files under
+// credentialsDir/<index>; only the git commands that talk to the remote
+// are given them (see remoteGit).
+func CloneScript(sources []calibanv1alpha1.Source, credentialsDir string) string {
 	var b strings.Builder
 	b.WriteString("set -eu\n")
-	for _, s := range sources {
+	for i, s := range sources {
 		ref := s.Ref
 		if ref == "" {
 			ref = "main"
 		}
+		remote := remoteGit(s, path.Join(credentialsDir, strconv.Itoa(i)))
 		dotGit := shellQuote(strings.TrimRight(s.Path, "/") + "/.git")
 		dir := shellQuote(s.Path)
 		b.WriteString("if [ ! -e " + dotGit + " ]; then ")
 		if IsCommitSHA(ref) {
 			sha := shellQuote(strings.ToLower(ref))
 			b.WriteString("{ git init -q -- " + dir + " && git -C " + dir + " remote add origin -- " + shellQuote(s.Repo) +
-				" && git -C " + dir + " fetch -q --depth 1 origin " + sha + " && git -C " + dir + " checkout -q --detach " + sha +
+				" && " + remote + " -C " + dir + " fetch -q --depth 1 origin " + sha + " && git -C " + dir + " checkout -q --detach " + sha +
 				"; } || { rm -rf -- " + dotGit + "; exit 1; }")
 		} else {
-			b.WriteString("git clone --depth 1 --branch " + shellQuote(ref) + " -- " + shellQuote(s.Repo) + " " + dir)
+			b.WriteString(remote + " clone --depth 1 --branch " + shellQuote(ref) + " -- " + shellQuote(s.Repo) + " " + dir)
 		}
 		b.WriteString("; fi\n")
 	}
 	return b.String()
+}
+
+// remoteGit is the command, up to the subcommand, that runs git against a
+// source's remote. With credentials it points git at the Secret's files by
+// path, so no secret value is ever in an argument or an environment value:
+//
+//   - https: a credential helper (any helper configured in the image is
+//     reset first) that reads username and password from the files with the
+//     shell's builtins, and answers only for the repo's own host, so a
+//     redirect to another host is not handed the password. Prompts are off:
+//     wrong credentials fail with git's message instead of waiting for a
+//     terminal.
+//   - ssh: GIT_SSH_COMMAND with the key, only the known_hosts file from the
+//     Secret, StrictHostKeyChecking=yes, no agent, no user config and no
+//     prompt.
+func remoteGit(s calibanv1alpha1.Source, dir string) string {
+	file := func(key string) string { return shellQuote(path.Join(dir, key)) }
+	switch credentialsAuth(s) {
+	case authBasic:
+		helper := `!f() { test "$1" = get || exit 0; h=; while IFS= read -r l; do case "$l" in host=*) h=${l#host=};; esac; done; ` +
+			`test "$h" = ` + shellQuote(repoHost(s.Repo)) + ` || exit 0; ` +
+			`printf 'username=%s\npassword=%s\n' "$(cat ` + file(corev1.BasicAuthUsernameKey) + `)" "$(cat ` + file(corev1.BasicAuthPasswordKey) + `)"; }; f`
+		return "GIT_TERMINAL_PROMPT=0 git -c credential.helper= -c " + shellQuote("credential.helper="+helper)
+	case authSSH:
+		ssh := "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none -i " + file(corev1.SSHAuthPrivateKey) +
+			" -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + file(SSHKnownHostsKey) + " -o GlobalKnownHostsFile=/dev/null -o UpdateHostKeys=no"
+		return "GIT_SSH_COMMAND=" + shellQuote(ssh) + " git"
+	}
+	return "git"
+}
+
+// repoHost is the host[:port] git names in a credential request for an
+// https repo, or "" (which matches no request) when the URL has none.
+func repoHost(repo string) string {
+	u, err := url.Parse(repo)
+	if err != nil {
+		return ""
+	}
+	return u.Host
 }
 
 // IsCommitSHA reports whether ref is a full commit id: 40 (SHA-1) or 64

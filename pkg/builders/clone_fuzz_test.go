@@ -45,7 +45,7 @@ func FuzzCloneScript(f *testing.F) {
 			{Name: name, Repo: repo, Ref: ref, Path: path},
 			{Name: "after", Repo: "https://example.com/after.git", Ref: "main", Path: "after"},
 		}
-		res := rig.run(t, work, CloneScript(sources))
+		res := rig.run(t, work, CloneScript(sources, SourceCredentialsDir))
 		if res.err != nil {
 			t.Fatalf("script failed: %v\nstdout: %q\nstderr: %q", res.err, res.stdout, res.stderr)
 		}

@@ -73,7 +73,7 @@ func TestCloneScriptChecksOutWithARealGit(t *testing.T) {
 			want := map[string]string{"branch": gitT(t, "-C", origin, "rev-parse", "main"), "tag": tagged, "sha": first}
 			run := func() {
 				t.Helper()
-				cmd := exec.Command("/bin/sh", "-c", CloneScript(sources))
+				cmd := exec.Command("/bin/sh", "-c", CloneScript(sources, SourceCredentialsDir))
 				cmd.Env = env
 				if out, err := cmd.CombinedOutput(); err != nil {
 					t.Fatalf("the clone script failed: %v\n%s", err, out)

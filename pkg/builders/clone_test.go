@@ -202,7 +202,7 @@ func TestCloneScriptText(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			if diff := cmp.Diff(test.want, CloneScript(test.sources)); diff != "" {
+			if diff := cmp.Diff(test.want, CloneScript(test.sources, SourceCredentialsDir)); diff != "" {
 				t.Errorf("script (-want +got):\n%s", diff)
 			}
 		})
@@ -240,7 +240,7 @@ func TestCloneScriptPassesEveryValueAsOneArgument(t *testing.T) {
 	root := filepath.Join(dir, "ws")
 	sources := adversarialSources(root)
 
-	res := rig.run(t, work, CloneScript(sources))
+	res := rig.run(t, work, CloneScript(sources, SourceCredentialsDir))
 	if res.err != nil {
 		t.Fatalf("script failed: %v\nstderr: %s", res.err, res.stderr)
 	}
@@ -267,7 +267,7 @@ func TestCloneScriptRefDefaultsToMain(t *testing.T) {
 	dir := t.TempDir()
 	rig := newShellRig(t, dir)
 	work := newWorkDir(t, dir)
-	res := rig.run(t, work, CloneScript([]calibanv1alpha1.Source{{Name: "r", Repo: "https://example.com/r.git", Path: "/ws/r"}}))
+	res := rig.run(t, work, CloneScript([]calibanv1alpha1.Source{{Name: "r", Repo: "https://example.com/r.git", Path: "/ws/r"}}, SourceCredentialsDir))
 	if res.err != nil {
 		t.Fatalf("script failed: %v\nstderr: %s", res.err, res.stderr)
 	}
@@ -312,7 +312,7 @@ func TestCloneScriptIsIdempotent(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res := rig.run(t, work, CloneScript(sources))
+			res := rig.run(t, work, CloneScript(sources, SourceCredentialsDir))
 			if res.err != nil {
 				t.Fatalf("script failed: %v\nstderr: %s", res.err, res.stderr)
 			}
@@ -338,7 +338,7 @@ func TestCloneScriptStopsAtTheFirstFailedClone(t *testing.T) {
 		{Name: "a", Repo: "ra", Ref: "main", Path: "/ws/a"},
 		{Name: "b", Repo: "rb", Ref: "main", Path: "/ws/b"},
 	}
-	res := rig.run(t, work, CloneScript(sources))
+	res := rig.run(t, work, CloneScript(sources, SourceCredentialsDir))
 	if res.err == nil {
 		t.Error("the script succeeded although git failed")
 	}
@@ -372,7 +372,7 @@ case "$3" in fetch) exit 128 ;; esac
 		{Name: "s", Repo: "https://example.com/s.git", Ref: sha1Ref, Path: root + "/s"},
 		{Name: "after", Repo: "https://example.com/a.git", Ref: "main", Path: root + "/after"},
 	}
-	res := rig.run(t, work, CloneScript(sources))
+	res := rig.run(t, work, CloneScript(sources, SourceCredentialsDir))
 	if res.err == nil {
 		t.Error("the script succeeded although the fetch failed")
 	}

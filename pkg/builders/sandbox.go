@@ -2,6 +2,7 @@ package builders
 
 import (
 	"fmt"
+	"path"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,16 +15,19 @@ import (
 
 // Names inside the agent pod.
 const (
-	ContainerCaliband      = "caliband"
-	ContainerClone         = "clone-workspace"
-	PortNameCaliband       = "caliband"
-	VolumeWorkspace        = "workspace"
-	VolumeSessionTLS       = "session-tls"
-	VolumeRouterConfig     = "router-config"
-	SandboxAPIVersion      = "agents.x-k8s.io/v1beta1"
-	SandboxKind            = "Sandbox"
-	SandboxResource        = "sandboxes"
-	workspaceAccessModeRWO = corev1.ReadWriteOnce
+	ContainerCaliband  = "caliband"
+	ContainerClone     = "clone-workspace"
+	PortNameCaliband   = "caliband"
+	VolumeWorkspace    = "workspace"
+	VolumeSessionTLS   = "session-tls"
+	VolumeRouterConfig = "router-config"
+	// VolumeSourceCredentialsPrefix and the source's index name the volume
+	// of a private source's Secret.
+	VolumeSourceCredentialsPrefix = "source-credentials-"
+	SandboxAPIVersion             = "agents.x-k8s.io/v1beta1"
+	SandboxKind                   = "Sandbox"
+	SandboxResource               = "sandboxes"
+	workspaceAccessModeRWO        = corev1.ReadWriteOnce
 )
 
 // AdvertiseHost is the name caliband advertises to its clients and agents:
@@ -89,14 +93,18 @@ func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWor
 		}},
 	}
 	if len(pin.Sources) > 0 {
-		spec.InitContainers = []corev1.Container{{
+		clone := corev1.Container{
 			Name:            ContainerClone,
 			Image:           s.GitImage,
-			Command:         []string{"/bin/sh", "-c", CloneScript(pin.Sources)},
+			Command:         []string{"/bin/sh", "-c", CloneScript(pin.Sources, SourceCredentialsDir)},
 			VolumeMounts:    []corev1.VolumeMount{{Name: VolumeWorkspace, MountPath: s.WorkspaceRoot}},
 			Resources:       s.CalibandResources,
 			SecurityContext: containerSecurityContext(),
-		}}
+		}
+		volumes, mounts := sourceCredentials(pin.Sources)
+		spec.Volumes = append(spec.Volumes, volumes...)
+		clone.VolumeMounts = append(clone.VolumeMounts, mounts...)
+		spec.InitContainers = []corev1.Container{clone}
 	}
 	if ref := routerConfigRef(task); ref != "" {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{
@@ -107,6 +115,36 @@ func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWor
 		})
 	}
 	return spec
+}
+
+// sourceCredentials are the volumes of the private sources' Secrets and
+// their mounts, which only the clone container gets: each Secret is
+// projected read-only, owner-read only (0400; the pod's fsGroup adds group
+// read, which is how the non-root clone reads a root-owned file), with just
+// the keys its type needs, under SourceCredentialsDir/<index>.
+func sourceCredentials(sources []calibanv1alpha1.Source) ([]corev1.Volume, []corev1.VolumeMount) {
+	var volumes []corev1.Volume
+	var mounts []corev1.VolumeMount
+	mode := int32(0o400)
+	for i, src := range sources {
+		auth := credentialsAuth(src)
+		if auth == authUnsupported {
+			continue
+		}
+		name := VolumeSourceCredentialsPrefix + strconv.Itoa(i)
+		var items []corev1.KeyToPath
+		for _, key := range auth.secretKeys() {
+			items = append(items, corev1.KeyToPath{Key: key, Path: key})
+		}
+		volumes = append(volumes, corev1.Volume{
+			Name: name,
+			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+				SecretName: src.CredentialsRef.SecretName, Items: items, DefaultMode: &mode,
+			}},
+		})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: path.Join(SourceCredentialsDir, strconv.Itoa(i)), ReadOnly: true})
+	}
+	return volumes, mounts
 }
 
 func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) corev1.Container {

@@ -274,7 +274,7 @@ func TestBuildSandboxInitContainer(t *testing.T) {
 			want: []corev1.Container{{
 				Name:         "clone-workspace",
 				Image:        "alpine/git:latest",
-				Command:      []string{"/bin/sh", "-c", CloneScript([]calibanv1alpha1.Source{srcCaliban, srcDocs})},
+				Command:      []string{"/bin/sh", "-c", CloneScript([]calibanv1alpha1.Source{srcCaliban, srcDocs}, SourceCredentialsDir)},
 				VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/work"}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU: quantity("250m"), corev1.ResourceMemory: quantity("512Mi"),
@@ -291,7 +291,7 @@ func TestBuildSandboxInitContainer(t *testing.T) {
 			want: []corev1.Container{{
 				Name:         "clone-workspace",
 				Image:        "registry.local/git:2.45",
-				Command:      []string{"/bin/sh", "-c", CloneScript([]calibanv1alpha1.Source{srcCaliban})},
+				Command:      []string{"/bin/sh", "-c", CloneScript([]calibanv1alpha1.Source{srcCaliban}, SourceCredentialsDir)},
 				VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/srv/ws"}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 					corev1.ResourceCPU: quantity("250m"), corev1.ResourceMemory: quantity("512Mi"),

@@ -58,6 +58,7 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 		func() string { return isolationProblem(spec.Isolation) },         // the pod's runtimeClassName is one the apiserver accepts
 		func() string { return credentialsNameProblem(spec.Providers) },   // the Secret lookup below is a request client-go can make
 		func() string { return sourceRefProblem(spec.Sources) },           // a ref git can check out: a name, or a full commit id
+		func() string { return sourceCredentialsProblem(spec.Sources) },   // credentials on a repo that can use them, from a Secret client-go can read
 	}
 	for _, check := range checks {
 		if p := check(); p != "" {
@@ -77,7 +78,63 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 			return fmt.Sprintf("provider '%s': secret '%s' key '%s' not found", p.Name, p.CredentialsRef.SecretName, p.CredentialsRef.Key), nil
 		}
 	}
+	for i, src := range spec.Sources {
+		if src.CredentialsRef == nil {
+			continue
+		}
+		name := src.CredentialsRef.SecretName
+		secret, err := getSecret(name)
+		if err != nil {
+			return "", fmt.Errorf("sources[%d] '%s': reading secret '%s': %w", i, src.Name, name, err)
+		}
+		if p := sourceSecretProblem(secret, repoAuth(src.Repo)); p != "" {
+			return fmt.Sprintf("sources[%d] '%s': secret '%s' %s", i, src.Name, name, p), nil
+		}
+	}
 	return "", nil
+}
+
+// sourceSecretProblem checks a source's Secret in the order the docs give:
+// it exists, holds the keys its own type needs, and its type is the one the
+// repo's scheme authenticates with. A Secret of another type needs no keys
+// of its own and fails on the type.
+func sourceSecretProblem(secret *corev1.Secret, want sourceAuth) string {
+	if secret == nil {
+		return "not found"
+	}
+	for _, auth := range []sourceAuth{authBasic, authSSH} {
+		if secret.Type != auth.secretType() {
+			continue
+		}
+		for _, key := range auth.secretKeys() {
+			if !secretHasKey(secret, key) {
+				return fmt.Sprintf("key '%s' not found (a %s secret needs '%s')", key, secret.Type, strings.Join(auth.secretKeys(), "' and '"))
+			}
+		}
+	}
+	if secret.Type != want.secretType() {
+		return fmt.Sprintf("is of type '%s', but %s repo needs a %s secret", secret.Type, want.schemes(), want.secretType())
+	}
+	return ""
+}
+
+// sourceCredentialsProblem refuses credentials git could not use: on a
+// repo whose scheme takes none (plain http:// would send a password in the
+// clear; file:// has no server), or in a Secret name client-go will not
+// request.
+func sourceCredentialsProblem(sources []calibanv1alpha1.Source) string {
+	for i, s := range sources {
+		if s.CredentialsRef == nil {
+			continue
+		}
+		if msg := secretNameProblem(s.CredentialsRef.SecretName); msg != "" {
+			return fmt.Sprintf("sources[%d].credentialsRef.secretName '%s' %s", i, s.CredentialsRef.SecretName, msg)
+		}
+		if repoAuth(s.Repo) == authUnsupported {
+			return fmt.Sprintf("sources[%d] '%s': credentialsRef needs an https://, ssh:// or git@ repo; '%s' is none of these", i, s.Name, s.Repo)
+		}
+	}
+	return ""
 }
 
 // sourceRefProblem refuses a ref that reads as an abbreviated commit id:

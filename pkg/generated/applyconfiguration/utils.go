@@ -52,6 +52,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &calibanv1alpha1.SecretKeyRefApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Source"):
 		return &calibanv1alpha1.SourceApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("SourceCredentialsRef"):
+		return &calibanv1alpha1.SourceCredentialsRefApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("StateSpec"):
 		return &calibanv1alpha1.StateSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TaskDefinition"):

@@ -27,6 +27,26 @@ type Source struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	Path string `json:"path"`
+
+	// credentialsRef names the Secret a private repository is cloned with:
+	// a kubernetes.io/basic-auth Secret (username, password or token) for an
+	// https:// repo, or a kubernetes.io/ssh-auth Secret (ssh-privatekey and
+	// known_hosts) for an ssh:// or git@ repo. Only the clone step mounts
+	// it; caliband and the agents never see it.
+	// +optional
+	CredentialsRef *SourceCredentialsRef `json:"credentialsRef,omitempty"`
+}
+
+// SourceCredentialsRef names the Secret, in the same namespace, a source is
+// cloned with; its type says which keys it holds.
+type SourceCredentialsRef struct {
+	// secretName is the name of the Secret: a lowercase RFC 1123 subdomain,
+	// as every Secret's name is.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	SecretName string `json:"secretName"`
 }
 
 // SecretKeyRef names one key of a Secret in the same namespace.

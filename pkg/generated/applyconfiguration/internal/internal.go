@@ -464,6 +464,9 @@ var schemaYAML = typed.YAMLObject(`types:
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.Source
   map:
     fields:
+    - name: credentialsRef
+      type:
+        namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.SourceCredentialsRef
     - name: name
       type:
         scalar: string
@@ -476,6 +479,13 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
     - name: repo
+      type:
+        scalar: string
+      default: ""
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.SourceCredentialsRef
+  map:
+    fields:
+    - name: secretName
       type:
         scalar: string
       default: ""

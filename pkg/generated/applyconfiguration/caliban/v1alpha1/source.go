@@ -25,6 +25,12 @@ type SourceApplyConfiguration struct {
 	// operator's workspace root (default /work) and differ from every other
 	// source's path.
 	Path *string `json:"path,omitempty"`
+	// credentialsRef names the Secret a private repository is cloned with:
+	// a kubernetes.io/basic-auth Secret (username, password or token) for an
+	// https:// repo, or a kubernetes.io/ssh-auth Secret (ssh-privatekey and
+	// known_hosts) for an ssh:// or git@ repo. Only the clone step mounts
+	// it; caliband and the agents never see it.
+	CredentialsRef *SourceCredentialsRefApplyConfiguration `json:"credentialsRef,omitempty"`
 }
 
 // SourceApplyConfiguration constructs a declarative configuration of the Source type for use with
@@ -62,5 +68,13 @@ func (b *SourceApplyConfiguration) WithRef(value string) *SourceApplyConfigurati
 // If called multiple times, the Path field is set to the value of the last call.
 func (b *SourceApplyConfiguration) WithPath(value string) *SourceApplyConfiguration {
 	b.Path = &value
+	return b
+}
+
+// WithCredentialsRef sets the CredentialsRef field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the CredentialsRef field is set to the value of the last call.
+func (b *SourceApplyConfiguration) WithCredentialsRef(value *SourceCredentialsRefApplyConfiguration) *SourceApplyConfiguration {
+	b.CredentialsRef = value
 	return b
 }
