@@ -172,7 +172,7 @@ func TestRepoSamples(t *testing.T) {
 		}
 		kinds[o.GetKind()]++
 	}
-	if kinds["Workspace"] != 1 || kinds["CalibanTask"] != 2 || kinds["Secret"] == 0 {
-		t.Errorf("samples hold %v, want a Workspace, two CalibanTasks (one with a lifecycle) and Secrets", kinds)
+	if kinds["Workspace"] != 2 || kinds["CalibanTask"] != 2 || kinds["Secret"] == 0 {
+		t.Errorf("samples hold %v, want two Workspaces (one with a private source), two CalibanTasks (one with a lifecycle) and Secrets", kinds)
 	}
 }

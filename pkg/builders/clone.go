@@ -121,11 +121,13 @@ func CloneScript(sources []calibanv1alpha1.Source, credentialsDir string) string
 // path, so no secret value is ever in an argument or an environment value:
 //
 //   - https: a credential helper (any helper configured in the image is
-//     reset first) that reads username and password from the files with the
-//     shell's builtins, and answers only for the repo's own host, so a
-//     redirect to another host is not handed the password. Prompts are off:
-//     wrong credentials fail with git's message instead of waiting for a
-//     terminal.
+//     reset first) that reads username and password from the files (cat
+//     gets only the paths; the values pass through the shell's printf
+//     builtin), and answers only for https to the repo's own host[:port],
+//     so a redirect to another host, or to plain http on the same one, is
+//     not handed the password. Prompts and askpass programs are off: wrong
+//     credentials fail with git's message instead of asking anything else
+//     (GIT_ASKPASS set but empty also hides core.askPass and SSH_ASKPASS).
 //   - ssh: GIT_SSH_COMMAND with the key, only the known_hosts file from the
 //     Secret, StrictHostKeyChecking=yes, no agent, no user config and no
 //     prompt.
@@ -133,10 +135,10 @@ func remoteGit(s calibanv1alpha1.Source, dir string) string {
 	file := func(key string) string { return shellQuote(path.Join(dir, key)) }
 	switch credentialsAuth(s) {
 	case authBasic:
-		helper := `!f() { test "$1" = get || exit 0; h=; while IFS= read -r l; do case "$l" in host=*) h=${l#host=};; esac; done; ` +
-			`test "$h" = ` + shellQuote(repoHost(s.Repo)) + ` || exit 0; ` +
+		helper := `!f() { test "$1" = get || exit 0; p=; h=; while IFS= read -r l; do case "$l" in protocol=*) p=${l#protocol=};; host=*) h=${l#host=};; esac; done; ` +
+			`test "$p" = https && test -n "$h" && test "$h" = ` + shellQuote(repoHost(s.Repo)) + ` || exit 0; ` +
 			`printf 'username=%s\npassword=%s\n' "$(cat ` + file(corev1.BasicAuthUsernameKey) + `)" "$(cat ` + file(corev1.BasicAuthPasswordKey) + `)"; }; f`
-		return "GIT_TERMINAL_PROMPT=0 git -c credential.helper= -c " + shellQuote("credential.helper="+helper)
+		return "GIT_TERMINAL_PROMPT=0 GIT_ASKPASS= git -c credential.helper= -c " + shellQuote("credential.helper="+helper)
 	case authSSH:
 		ssh := "ssh -F /dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o IdentityAgent=none -i " + file(corev1.SSHAuthPrivateKey) +
 			" -o StrictHostKeyChecking=yes -o UserKnownHostsFile=" + file(SSHKnownHostsKey) + " -o GlobalKnownHostsFile=/dev/null -o UpdateHostKeys=no"
@@ -146,7 +148,9 @@ func remoteGit(s calibanv1alpha1.Source, dir string) string {
 }
 
 // repoHost is the host[:port] git names in a credential request for an
-// https repo, or "" (which matches no request) when the URL has none.
+// https repo, or "" when net/url cannot read one; validation refuses
+// credentials on such a repo, and the helper never answers for an empty
+// host.
 func repoHost(repo string) string {
 	u, err := url.Parse(repo)
 	if err != nil {

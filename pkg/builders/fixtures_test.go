@@ -157,7 +157,26 @@ func tokenEnv() corev1.EnvVar {
 var (
 	srcCaliban = calibanv1alpha1.Source{Name: "caliban", Repo: "git@x:caliban", Ref: "main", Path: "/work/caliban"}
 	srcDocs    = calibanv1alpha1.Source{Name: "docs", Repo: "https://example.com/docs.git", Ref: "release-1.2", Path: "/work/docs"}
+
+	// Private sources: a basic-auth Secret for https, ssh-auth Secrets for
+	// ssh:// and git@, and credentials on a file:// repo, which cannot use
+	// them (validation refuses it; the builders render it as public).
+	srcPrivateHTTPS = calibanv1alpha1.Source{Name: "app", Repo: "https://git.example.com/team/app.git", Ref: "main", Path: "/work/app",
+		CredentialsRef: &calibanv1alpha1.SourceCredentialsRef{SecretName: "git-https"}}
+	srcPrivateSSH = calibanv1alpha1.Source{Name: "lib", Repo: "ssh://git@git.example.com:2222/team/lib.git", Ref: "v1", Path: "/work/lib",
+		CredentialsRef: &calibanv1alpha1.SourceCredentialsRef{SecretName: "git-ssh"}}
+	srcPrivateSCP = calibanv1alpha1.Source{Name: "tools", Repo: "git@git.example.com:team/tools.git", Ref: sha1Ref, Path: "/work/tools",
+		CredentialsRef: &calibanv1alpha1.SourceCredentialsRef{SecretName: "git-ssh"}}
+	srcFileWithCredentials = calibanv1alpha1.Source{Name: "local", Repo: "file:///srv/git/local.git", Ref: "main", Path: "/work/local",
+		CredentialsRef: &calibanv1alpha1.SourceCredentialsRef{SecretName: "git-local"}}
 )
+
+// privateSourcesPin mixes them: public (index 0), https with credentials
+// (1), ssh:// with credentials (2), credentials on file:// (3), and git@ at
+// a commit SHA with credentials (4).
+func privateSourcesPin() *calibanv1alpha1.ResolvedWorkspace {
+	return pin(pinSources(srcDocs, srcPrivateHTTPS, srcPrivateSSH, srcFileWithCredentials, srcPrivateSCP))
+}
 
 // everyFeatureTask and everyFeaturePin use every input the builders read:
 // sources, a provider with base URL and key, router config, remote state

@@ -76,6 +76,11 @@ func TestGoldenChildren(t *testing.T) {
 				"CALIBAN_INGRESS_POD_SELECTOR": "app.kubernetes.io/name=prospero,app.kubernetes.io/component=control-plane",
 			}),
 		},
+		"private-sources": {
+			task:     task("refactor-auth"),
+			pin:      privateSourcesPin(),
+			settings: settings(),
+		},
 		"safe-name": {
 			task:     task(longDottedName),
 			pin:      pin(pinSources(srcCaliban)),

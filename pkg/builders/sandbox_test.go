@@ -540,6 +540,110 @@ func TestBuildSandboxVolumesAndMounts(t *testing.T) {
 	}
 }
 
+// A private source's Secret reaches the clone-workspace init container
+// alone: one volume per source that can use it, named by the source's
+// index, with just the keys its scheme needs, owner-read only, mounted
+// read-only where the clone script reads it. caliband, and so the agents,
+// never mount one.
+func TestBuildSandboxSourceCredentials(t *testing.T) {
+	mode := func() *int32 { m := int32(0o400); return &m }
+	secretVolume := func(index, secret string, keys ...string) corev1.Volume {
+		var items []corev1.KeyToPath
+		for _, k := range keys {
+			items = append(items, corev1.KeyToPath{Key: k, Path: k})
+		}
+		return corev1.Volume{Name: "source-credentials-" + index, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
+			SecretName: secret, Items: items, DefaultMode: mode(),
+		}}}
+	}
+	mount := func(index string) corev1.VolumeMount {
+		return corev1.VolumeMount{Name: "source-credentials-" + index, MountPath: "/var/run/caliban/source-credentials/" + index, ReadOnly: true}
+	}
+	sessionTLS := corev1.Volume{Name: "session-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "caliban-session-plane-tls"}}}
+	workspace := corev1.VolumeMount{Name: "workspace", MountPath: "/work"}
+	creds := func(secret string) *calibanv1alpha1.SourceCredentialsRef {
+		return &calibanv1alpha1.SourceCredentialsRef{SecretName: secret}
+	}
+	tests := map[string]struct {
+		// inputs
+		pin *calibanv1alpha1.ResolvedWorkspace
+		// expected
+		volumes     []corev1.Volume
+		cloneMounts []corev1.VolumeMount
+	}{
+		"public, https, ssh://, file:// and git@ sources: a volume for the https, ssh:// and git@ ones, by index": {
+			pin: privateSourcesPin(),
+			volumes: []corev1.Volume{
+				sessionTLS,
+				secretVolume("1", "git-https", "username", "password"),
+				secretVolume("2", "git-ssh", "ssh-privatekey", "known_hosts"),
+				secretVolume("4", "git-ssh", "ssh-privatekey", "known_hosts"),
+			},
+			cloneMounts: []corev1.VolumeMount{workspace, mount("1"), mount("2"), mount("4")},
+		},
+		"the index is the source's place in the list, not among the private ones": {
+			pin: pin(pinSources(srcCaliban, srcDocs, srcFileWithCredentials, srcPrivateHTTPS)),
+			volumes: []corev1.Volume{
+				sessionTLS,
+				secretVolume("3", "git-https", "username", "password"),
+			},
+			cloneMounts: []corev1.VolumeMount{workspace, mount("3")},
+		},
+		"a pin without credentials gets no credential volume": {
+			pin:         pin(pinSources(srcCaliban, srcDocs)),
+			volumes:     []corev1.Volume{sessionTLS},
+			cloneMounts: []corev1.VolumeMount{workspace},
+		},
+		"credentials on a repo that cannot take them (file://, http://, HTTPS://) get no volume": {
+			pin: pin(pinSources(srcFileWithCredentials,
+				calibanv1alpha1.Source{Name: "plain", Repo: "http://git.example.com/a.git", Ref: "main", Path: "/work/plain", CredentialsRef: creds("git-https")},
+				calibanv1alpha1.Source{Name: "upper", Repo: "HTTPS://git.example.com/a.git", Ref: "main", Path: "/work/upper", CredentialsRef: creds("git-https")})),
+			volumes:     []corev1.Volume{sessionTLS},
+			cloneMounts: []corev1.VolumeMount{workspace},
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			spec := BuildSandbox(task("t"), test.pin, settings()).Spec.PodTemplate.Spec
+			if diff := cmp.Diff(test.volumes, spec.Volumes); diff != "" {
+				t.Errorf("volumes (-want +got):\n%s", diff)
+			}
+			if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "clone-workspace" {
+				t.Fatalf("init containers = %v, want clone-workspace alone", containerNames(spec.InitContainers))
+			}
+			clone := spec.InitContainers[0]
+			if diff := cmp.Diff(test.cloneMounts, clone.VolumeMounts); diff != "" {
+				t.Errorf("clone-workspace volumeMounts (-want +got):\n%s", diff)
+			}
+			wantCaliband := []corev1.VolumeMount{workspace, {Name: "session-tls", MountPath: "/etc/caliband/tls", ReadOnly: true}}
+			if diff := cmp.Diff(wantCaliband, calibandOf(t, spec).VolumeMounts); diff != "" {
+				t.Errorf("caliband volumeMounts (-want +got):\n%s", diff)
+			}
+			for _, c := range append(append([]corev1.Container{}, spec.Containers...), spec.InitContainers[1:]...) {
+				for _, m := range c.VolumeMounts {
+					if strings.HasPrefix(m.Name, "source-credentials-") || strings.HasPrefix(m.MountPath, SourceCredentialsDir) {
+						t.Errorf("container %s mounts %s at %s; only clone-workspace may", c.Name, m.Name, m.MountPath)
+					}
+				}
+			}
+			// The script reads each file where the pod puts it.
+			script := clone.Command[2]
+			for _, m := range test.cloneMounts[1:] {
+				for _, v := range spec.Volumes {
+					if v.Name != m.Name {
+						continue
+					}
+					for _, item := range v.Secret.Items {
+						if file := m.MountPath + "/" + item.Path; !strings.Contains(script, file) {
+							t.Errorf("the clone script never reads %s, which the pod mounts", file)
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 func TestBuildSandboxPodIdentity(t *testing.T) {
 	for name, taskName := range map[string]string{
 		"a plain task name":     "refactor-auth",

@@ -130,8 +130,14 @@ func sourceCredentialsProblem(sources []calibanv1alpha1.Source) string {
 		if msg := secretNameProblem(s.CredentialsRef.SecretName); msg != "" {
 			return fmt.Sprintf("sources[%d].credentialsRef.secretName '%s' %s", i, s.CredentialsRef.SecretName, msg)
 		}
-		if repoAuth(s.Repo) == authUnsupported {
+		switch repoAuth(s.Repo) {
+		case authUnsupported:
 			return fmt.Sprintf("sources[%d] '%s': credentialsRef needs an https://, ssh:// or git@ repo; '%s' is none of these", i, s.Name, s.Repo)
+		case authBasic:
+			// The credential helper answers only for this host.
+			if repoHost(s.Repo) == "" {
+				return fmt.Sprintf("sources[%d] '%s': credentialsRef needs an https:// repo with a host the credentials can be tied to; '%s' has none", i, s.Name, s.Repo)
+			}
 		}
 	}
 	return ""

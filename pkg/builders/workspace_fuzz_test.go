@@ -1,6 +1,7 @@
 package builders
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -12,16 +13,34 @@ import (
 
 // FuzzValidateWorkspace feeds arbitrary field values through the validation
 // chain: it must never panic or fail on a lookup that works, and must
-// answer the same twice.
+// answer the same twice. The first source may carry credentials from a
+// Secret of any type and keys; a workspace found valid with them has them
+// on an https://, ssh:// or git@ repo, from a Secret with a valid name of
+// the type that scheme needs, holding that type's keys.
 func FuzzValidateWorkspace(f *testing.F) {
-	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false)
-	f.Add("/work", "/work/../etc", "::/0", int32(0), "ANTHROPIC_API_KEY", "openai", "p", "q", false, true)
-	f.Add("relative", "/work/a", "1.2.3.4/33", int32(70000), "", "my-llm.v2", "", "", true, true)
-	f.Fuzz(func(t *testing.T, path1, path2, cidr string, port int32, envName, kind, provider, defaultProvider string, noPerms, autoAllow bool) {
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false, "r", "", "", "")
+	f.Add("/work", "/work/../etc", "::/0", int32(0), "ANTHROPIC_API_KEY", "openai", "p", "q", false, true, "r", "", "", "")
+	f.Add("relative", "/work/a", "1.2.3.4/33", int32(70000), "", "my-llm.v2", "", "", true, true, "r", "", "", "")
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false,
+		"https://git.example.com/app.git", "git-https", "kubernetes.io/basic-auth", "username,password")
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false,
+		"ssh://git@git.example.com:2222/app.git", "git-ssh", "kubernetes.io/ssh-auth", "ssh-privatekey,known_hosts")
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false,
+		"git@git.example.com:app.git", "git-ssh", "kubernetes.io/ssh-auth", "ssh-privatekey")
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false,
+		"https://git.example.com/app.git", "git-ssh", "kubernetes.io/ssh-auth", "ssh-privatekey,known_hosts,username,password")
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false,
+		"HTTPS://git.example.com/app.git", "git-https", "kubernetes.io/basic-auth", "username,password")
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false,
+		"file:///srv/app.git", "s", "Opaque", "k")
+	f.Add("/work/app", "/work/lib", "10.0.0.0/8", int32(443), "A", "anthropic", "planner", "", true, false,
+		`https://h'o"st:1/r`, "Git_Creds", "kubernetes.io/basic-auth", "username,password")
+	f.Fuzz(func(t *testing.T, path1, path2, cidr string, port int32, envName, kind, provider, defaultProvider string, noPerms, autoAllow bool,
+		repo, sourceSecret, secretType, secretKeys string) {
 		spec := &calibanv1alpha1.WorkspaceSpec{
 			DisplayName: "fuzz",
 			Sources: []calibanv1alpha1.Source{
-				{Name: "one", Repo: "r", Path: path1},
+				{Name: "one", Repo: repo, Path: path1},
 				{Name: "two", Repo: "r", Path: path2},
 			},
 			Providers: []calibanv1alpha1.Provider{
@@ -32,9 +51,15 @@ func FuzzValidateWorkspace(f *testing.F) {
 			Egress:          &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: cidr, Ports: []int32{port}}}},
 			AgentPolicy:     &calibanv1alpha1.AgentPolicy{NoPermissions: &noPerms, AutoAllow: &autoAllow},
 		}
+		if sourceSecret != "" {
+			spec.Sources[0].CredentialsRef = &calibanv1alpha1.SourceCredentialsRef{SecretName: sourceSecret}
+		}
 		secrets := func(name string) (*corev1.Secret, error) {
-			if name == "s" {
+			switch name {
+			case "s":
 				return fxSecret("s", "k"), nil
+			case sourceSecret:
+				return fxTypedSecret(sourceSecret, corev1.SecretType(secretType), strings.Split(secretKeys, ",")...), nil
 			}
 			return nil, nil
 		}
@@ -45,6 +70,31 @@ func FuzzValidateWorkspace(f *testing.F) {
 		second, _ := ValidateWorkspace(spec, "/work", secrets)
 		if first != second {
 			t.Fatalf("validation is not deterministic: %q then %q", first, second)
+		}
+		if first != "" || sourceSecret == "" {
+			return
+		}
+		var wantType corev1.SecretType
+		var wantKeys []string
+		switch {
+		case strings.HasPrefix(repo, "https://"):
+			wantType, wantKeys = corev1.SecretTypeBasicAuth, []string{"username", "password"}
+		case strings.HasPrefix(repo, "ssh://"), strings.HasPrefix(repo, "git@"):
+			wantType, wantKeys = corev1.SecretTypeSSHAuth, []string{"ssh-privatekey", "known_hosts"}
+		default:
+			t.Fatalf("valid with credentials on repo %q, which takes none", repo)
+		}
+		if errs := validation.IsDNS1123Subdomain(sourceSecret); len(errs) > 0 {
+			t.Fatalf("valid with credentials from %q, which is no Secret name: %v", sourceSecret, errs)
+		}
+		secret, _ := secrets(sourceSecret)
+		if secret == nil || secret.Type != wantType {
+			t.Fatalf("valid with credentials for %q from %+v, want a %s Secret", repo, secret, wantType)
+		}
+		for _, k := range wantKeys {
+			if !secretHasKey(secret, k) {
+				t.Fatalf("valid with credentials for %q from a Secret without %q: %+v", repo, k, secret)
+			}
 		}
 	})
 }

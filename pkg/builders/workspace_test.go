@@ -56,12 +56,32 @@ func fxSecret(name string, keys ...string) *corev1.Secret {
 	return s
 }
 
+// fxTypedSecret is fxSecret of a type, as a source's credentials are.
+func fxTypedSecret(name string, typ corev1.SecretType, keys ...string) *corev1.Secret {
+	s := fxSecret(name, keys...)
+	s.Type = typ
+	return s
+}
+
+// fxSourceCredentials gives source i the Secret secret, and the repo when
+// one is given.
+func fxSourceCredentials(i int, repo, secret string) func(*calibanv1alpha1.Workspace) {
+	return func(ws *calibanv1alpha1.Workspace) {
+		if repo != "" {
+			ws.Spec.Sources[i].Repo = repo
+		}
+		ws.Spec.Sources[i].CredentialsRef = &calibanv1alpha1.SourceCredentialsRef{SecretName: secret}
+	}
+}
+
 // subdomainWords spells out the rule for every name Kubernetes checks as a
 // DNS subdomain; written out here so a change of wording fails a row.
 const subdomainWords = "a lowercase RFC 1123 subdomain (lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253 characters)"
 
 func TestValidateWorkspace(t *testing.T) {
 	anthropicKey := fxSecret("anthropic-key", "api-key")
+	gitHTTPS := fxTypedSecret("git-https", corev1.SecretTypeBasicAuth, "username", "password")
+	gitSSH := fxTypedSecret("git-ssh", corev1.SecretTypeSSHAuth, "ssh-privatekey", "known_hosts")
 	egress := func(cidr string) func(*calibanv1alpha1.Workspace) {
 		return func(ws *calibanv1alpha1.Workspace) {
 			ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8"}, {CIDR: cidr}}}
@@ -325,6 +345,159 @@ func TestValidateWorkspace(t *testing.T) {
 			}),
 			secrets: []*corev1.Secret{anthropicKey},
 		},
+		// Private sources: credentialsRef (check 11, then the Secret read
+		// after the providers'). fxWorkspace's sources are app
+		// (https://example.com/app.git) and lib (https://example.com/lib.git).
+		"an https source with a basic-auth Secret is valid, and the public source beside it needs none": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+		},
+		"ssh:// and git@ sources with ssh-auth Secrets are valid": {
+			ws: fxWorkspace(fxSourceCredentials(0, "ssh://git@example.com:2222/app.git", "git-ssh"),
+				fxSourceCredentials(1, "git@example.com:lib.git", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, gitSSH},
+		},
+		"basic-auth keys present only in stringData count": {
+			ws: fxWorkspace(fxSourceCredentials(0, "", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, {ObjectMeta: metav1.ObjectMeta{Name: "git-https"}, Type: corev1.SecretTypeBasicAuth,
+				StringData: map[string]string{"username": "u", "password": "p"}}},
+		},
+		"ssh-auth keys split between data and stringData count": {
+			ws: fxWorkspace(fxSourceCredentials(0, "git@example.com:app.git", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, {ObjectMeta: metav1.ObjectMeta{Name: "git-ssh"}, Type: corev1.SecretTypeSSHAuth,
+				Data: map[string][]byte{"ssh-privatekey": []byte("k")}, StringData: map[string]string{"known_hosts": "h"}}},
+		},
+		"a credentials Secret name that is no Secret name fails": {
+			ws:      fxWorkspace(fxSourceCredentials(1, "", "Git_Creds")),
+			secrets: []*corev1.Secret{anthropicKey},
+			problem: "sources[1].credentialsRef.secretName 'Git_Creds' is not a valid Secret name: it must be " + subdomainWords,
+		},
+		"credentials on an http:// repo fail": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "http://example.com/app.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[0] 'app': credentialsRef needs an https://, ssh:// or git@ repo; 'http://example.com/app.git' is none of these",
+		},
+		"credentials on a file:// repo fail": {
+			ws:      fxWorkspace(fxSourceCredentials(1, "file:///srv/git/lib.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[1] 'lib': credentialsRef needs an https://, ssh:// or git@ repo; 'file:///srv/git/lib.git' is none of these",
+		},
+		"credentials on an upper-case HTTPS:// repo fail, as git reads the scheme case and all": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "HTTPS://example.com/app.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[0] 'app': credentialsRef needs an https://, ssh:// or git@ repo; 'HTTPS://example.com/app.git' is none of these",
+		},
+		"credentials on an https:// repo whose host cannot be read fail, as the helper could answer no host": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "https://x y@git.example.com/app.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[0] 'app': credentialsRef needs an https:// repo with a host the credentials can be tied to; 'https://x y@git.example.com/app.git' has none",
+		},
+		"credentials on an https:// repo with no host fail": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "https:///app.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[0] 'app': credentialsRef needs an https:// repo with a host the credentials can be tied to; 'https:///app.git' has none",
+		},
+		"credentials on a git:// repo fail": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "git://example.com/app.git", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, gitSSH},
+			problem: "sources[0] 'app': credentialsRef needs an https://, ssh:// or git@ repo; 'git://example.com/app.git' is none of these",
+		},
+		"a source's Secret name problem is reported before its scheme problem": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "http://example.com/app.git", "Git_Creds")),
+			problem: "sources[0].credentialsRef.secretName 'Git_Creds' is not a valid Secret name: it must be " + subdomainWords,
+		},
+		"an earlier source's scheme problem is reported before a later source's name problem": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "http://example.com/app.git", "git-https"), fxSourceCredentials(1, "", "Git_Creds")),
+			problem: "sources[0] 'app': credentialsRef needs an https://, ssh:// or git@ repo; 'http://example.com/app.git' is none of these",
+		},
+		"an abbreviated SHA (check 10) is reported before a credentials problem (check 11)": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Sources[1].Ref = "1a2b3c4" },
+				fxSourceCredentials(0, "http://example.com/app.git", "Git_Creds")),
+			problem: "sources[1] 'lib': ref '1a2b3c4' looks like an abbreviated commit SHA, which git cannot fetch; give the full 40- or 64-character commit id",
+		},
+		"a credentials problem is reported before a missing provider Secret, which needs a read": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "file:///srv/app.git", "git-https")),
+			problem: "sources[0] 'app': credentialsRef needs an https://, ssh:// or git@ repo; 'file:///srv/app.git' is none of these",
+		},
+		"a missing source Secret fails naming source and Secret": {
+			ws:      fxWorkspace(fxSourceCredentials(1, "", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey},
+			problem: "sources[1] 'lib': secret 'git-https' not found",
+		},
+		"a provider's Secret problem wins over a source's": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https")),
+			problem: "provider 'planner': secret 'anthropic-key' key 'api-key' not found",
+		},
+		"a provider's missing key wins over a source Secret of the wrong type": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-ssh")),
+			secrets: []*corev1.Secret{fxSecret("anthropic-key", "other"), gitSSH},
+			problem: "provider 'planner': secret 'anthropic-key' key 'api-key' not found",
+		},
+		"a basic-auth Secret without username fails naming the key": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-https", corev1.SecretTypeBasicAuth, "password")},
+			problem: "sources[0] 'app': secret 'git-https' key 'username' not found (a kubernetes.io/basic-auth secret needs 'username' and 'password')",
+		},
+		"a basic-auth Secret without password fails naming the key": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-https", corev1.SecretTypeBasicAuth, "username", "token")},
+			problem: "sources[0] 'app': secret 'git-https' key 'password' not found (a kubernetes.io/basic-auth secret needs 'username' and 'password')",
+		},
+		"an ssh-auth Secret without ssh-privatekey fails naming the key": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "ssh://git@example.com/app.git", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-ssh", corev1.SecretTypeSSHAuth, "known_hosts")},
+			problem: "sources[0] 'app': secret 'git-ssh' key 'ssh-privatekey' not found (a kubernetes.io/ssh-auth secret needs 'ssh-privatekey' and 'known_hosts')",
+		},
+		"an ssh-auth Secret without known_hosts fails naming the key: host keys are always checked": {
+			ws:      fxWorkspace(fxSourceCredentials(1, "git@example.com:lib.git", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-ssh", corev1.SecretTypeSSHAuth, "ssh-privatekey")},
+			problem: "sources[1] 'lib': secret 'git-ssh' key 'known_hosts' not found (a kubernetes.io/ssh-auth secret needs 'ssh-privatekey' and 'known_hosts')",
+		},
+		"an Opaque Secret on an https repo fails on its type, even with the right keys": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-https", corev1.SecretTypeOpaque, "username", "password")},
+			problem: "sources[0] 'app': secret 'git-https' is of type 'Opaque', but an https:// repo needs a kubernetes.io/basic-auth secret",
+		},
+		"an Opaque Secret needs no keys of its own and fails on its type": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-https", corev1.SecretTypeOpaque)},
+			problem: "sources[0] 'app': secret 'git-https' is of type 'Opaque', but an https:// repo needs a kubernetes.io/basic-auth secret",
+		},
+		"a basic-auth Secret on an ssh:// repo fails on its type": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "ssh://git@example.com/app.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[0] 'app': secret 'git-https' is of type 'kubernetes.io/basic-auth', but an ssh:// or git@ repo needs a kubernetes.io/ssh-auth secret",
+		},
+		"a basic-auth Secret on a git@ repo fails on its type": {
+			ws:      fxWorkspace(fxSourceCredentials(1, "git@example.com:lib.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[1] 'lib': secret 'git-https' is of type 'kubernetes.io/basic-auth', but an ssh:// or git@ repo needs a kubernetes.io/ssh-auth secret",
+		},
+		"an ssh-auth Secret on an https repo fails on its type": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, gitSSH},
+			problem: "sources[0] 'app': secret 'git-ssh' is of type 'kubernetes.io/ssh-auth', but an https:// repo needs a kubernetes.io/basic-auth secret",
+		},
+		"a Secret's own keys are checked before its type: basic-auth without password on an ssh repo names the key": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "ssh://git@example.com/app.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-https", corev1.SecretTypeBasicAuth, "username")},
+			problem: "sources[0] 'app': secret 'git-https' key 'password' not found (a kubernetes.io/basic-auth secret needs 'username' and 'password')",
+		},
+		"a Secret's own keys are checked before its type: ssh-auth without known_hosts on an https repo names the key": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-ssh", corev1.SecretTypeSSHAuth, "ssh-privatekey")},
+			problem: "sources[0] 'app': secret 'git-ssh' key 'known_hosts' not found (a kubernetes.io/ssh-auth secret needs 'ssh-privatekey' and 'known_hosts')",
+		},
+		"the first credentialed source's Secret problem wins": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https"), fxSourceCredentials(1, "ssh://git@example.com/lib.git", "git-ssh")),
+			secrets: []*corev1.Secret{anthropicKey, fxTypedSecret("git-ssh", corev1.SecretTypeBasicAuth, "username", "password")},
+			problem: "sources[0] 'app': secret 'git-https' not found",
+		},
+		"a later source's Secret problem is found when the earlier ones are fine": {
+			ws:      fxWorkspace(fxSourceCredentials(0, "", "git-https"), fxSourceCredentials(1, "ssh://git@example.com/lib.git", "git-https")),
+			secrets: []*corev1.Secret{anthropicKey, gitHTTPS},
+			problem: "sources[1] 'lib': secret 'git-https' is of type 'kubernetes.io/basic-auth', but an ssh:// or git@ repo needs a kubernetes.io/ssh-auth secret",
+		},
 		"the first problem in spec order wins": {
 			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.DefaultProvider = "nobody"
@@ -353,20 +526,53 @@ func TestValidateWorkspace(t *testing.T) {
 // An invalid Secret name must be answered without asking: the real lookup
 // cannot be made, and its error would be retried forever.
 func TestValidateWorkspaceDoesNotLookUpAnInvalidSecretName(t *testing.T) {
-	ws := fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Providers[0].CredentialsRef.SecretName = "a/b" })
-	problem, err := ValidateWorkspace(&ws.Spec, "/work", func(name string) (*corev1.Secret, error) {
-		return nil, errors.New("invalid resource name " + name)
-	})
-	if err != nil || problem == "" {
-		t.Errorf("got problem %q, err %v; want a problem and no lookup", problem, err)
+	for name, ws := range map[string]*calibanv1alpha1.Workspace{
+		"a provider's": fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Providers[0].CredentialsRef.SecretName = "a/b" }),
+		"a source's":   fxWorkspace(fxSourceCredentials(1, "", "a/b")),
+	} {
+		t.Run(name, func(t *testing.T) {
+			problem, err := ValidateWorkspace(&ws.Spec, "/work", func(name string) (*corev1.Secret, error) {
+				return nil, errors.New("invalid resource name " + name)
+			})
+			if err != nil || !strings.Contains(problem, "'a/b' is not a valid Secret name") {
+				t.Errorf("got problem %q, err %v; want the name's problem and no lookup", problem, err)
+			}
+		})
 	}
 }
 
+// A Secret read that fails (other than NotFound, which the getter answers
+// as nil) is an error the caller retries, not a message on the workspace.
 func TestValidateWorkspaceReturnsLookupErrorsInsteadOfFailing(t *testing.T) {
 	boom := errors.New("connection refused")
-	problem, err := ValidateWorkspace(&fxWorkspace().Spec, "/work", func(string) (*corev1.Secret, error) { return nil, boom })
-	if !errors.Is(err, boom) || problem != "" {
-		t.Errorf("got problem %q, err %v; want no problem and the lookup error", problem, err)
+	tests := map[string]struct {
+		ws     *calibanv1alpha1.Workspace
+		failOn string // the Secret whose read fails; the others are found
+		// expected: the error names where the read was for
+		context string
+	}{
+		"a provider's Secret": {ws: fxWorkspace(), failOn: "anthropic-key", context: "provider 'planner': reading secret 'anthropic-key'"},
+		"a source's Secret": {
+			ws: fxWorkspace(fxSourceCredentials(1, "", "git-https")), failOn: "git-https",
+			context: "sources[1] 'lib': reading secret 'git-https'",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			found := fxSecrets(fxSecret("anthropic-key", "api-key"), fxTypedSecret("git-https", corev1.SecretTypeBasicAuth, "username", "password"))
+			problem, err := ValidateWorkspace(&tc.ws.Spec, "/work", func(name string) (*corev1.Secret, error) {
+				if name == tc.failOn {
+					return nil, boom
+				}
+				return found(name)
+			})
+			if !errors.Is(err, boom) || problem != "" {
+				t.Errorf("got problem %q, err %v; want no problem and the lookup error", problem, err)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.context) {
+				t.Errorf("error %q does not say %q", err, tc.context)
+			}
+		})
 	}
 }
 

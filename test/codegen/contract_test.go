@@ -38,6 +38,8 @@ func TestCRDSchemasFollowTheSpec(t *testing.T) {
 		"spec.sources[].repo":                        {typ: "string", required: true, minLength: 1},
 		"spec.sources[].ref":                         {typ: "string", def: `"main"`},
 		"spec.sources[].path":                        {typ: "string", required: true, minLength: 1},
+		"spec.sources[].credentialsRef":              {typ: "object"},
+		"spec.sources[].credentialsRef.secretName":   {typ: "string", required: true, minLength: 1},
 		"spec.providers":                             {typ: "array", required: true, minItems: 1},
 		"spec.providers[].name":                      {typ: "string", required: true, minLength: 1},
 		"spec.providers[].kind":                      {typ: "string", required: true, minLength: 1},

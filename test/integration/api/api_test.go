@@ -82,7 +82,7 @@ func TestSamplesApplyInOrder(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
 	}
-	if diff := cmp.Diff([]string{"Secret", "Secret", "Secret", "Workspace", "CalibanTask", "CalibanTask"}, kinds); diff != "" {
+	if diff := cmp.Diff([]string{"Secret", "Secret", "Secret", "Workspace", "CalibanTask", "CalibanTask", "Secret", "Workspace"}, kinds); diff != "" {
 		t.Fatalf("sample kinds in apply order (-want +got):\n%s", diff)
 	}
 	if err := cluster.Apply(ctx, ns, objs...); err != nil {

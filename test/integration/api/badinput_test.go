@@ -194,6 +194,14 @@ func schemaRejections() map[string]rejection {
 			obj:   at(fullWorkspace(), "spec.providers[0].credentialsRef.secretName", "team/key"),
 			field: "spec.providers[0].credentialsRef.secretName", class: classPattern, message: msgSecretName,
 		},
+		"a source credentials secretName with upper case is rejected": {
+			obj:   at(fullWorkspace(), "spec.sources[0].credentialsRef.secretName", "Git_Creds"),
+			field: "spec.sources[0].credentialsRef.secretName", class: classPattern, message: msgSecretName,
+		},
+		"a source credentials secretName longer than any object name is rejected": {
+			obj:   at(fullWorkspace(), "spec.sources[0].credentialsRef.secretName", tooLongName),
+			field: "spec.sources[0].credentialsRef.secretName", class: classMaxLength, message: msgMaxLength253,
+		},
 		"a credentials secretName longer than any object name is rejected": {
 			obj:   at(fullWorkspace(), "spec.providers[0].credentialsRef.secretName", tooLongName),
 			field: "spec.providers[0].credentialsRef.secretName", class: classMaxLength, message: msgMaxLength253,
@@ -294,6 +302,14 @@ func schemaRejections() map[string]rejection {
 			obj:   without(fullWorkspace(), "spec.sources[0].repo"),
 			field: "spec.sources[0].repo", class: classRequired, message: msgRequired,
 		},
+		"a source credentialsRef without a secretName is rejected": {
+			obj:   without(fullWorkspace(), "spec.sources[0].credentialsRef.secretName"),
+			field: "spec.sources[0].credentialsRef.secretName", class: classRequired, message: msgRequired,
+		},
+		"an empty source credentials secretName is rejected": {
+			obj:   at(fullWorkspace(), "spec.sources[0].credentialsRef.secretName", ""),
+			field: "spec.sources[0].credentialsRef.secretName", class: classMinLength, message: msgMinLength,
+		},
 		"an empty source repo is rejected": {
 			obj:   at(fullWorkspace(), "spec.sources[0].repo", ""),
 			field: "spec.sources[0].repo", class: classMinLength, message: msgMinLength,
@@ -376,6 +392,7 @@ func fullWorkspace() map[string]any {
 			"displayName": "ws",
 			"sources": []any{map[string]any{
 				"name": "s", "repo": "https://example.com/r.git", "ref": "main", "path": "/work/r",
+				"credentialsRef": map[string]any{"secretName": "git-creds"},
 			}},
 			"providers": []any{map[string]any{
 				"name": "p", "kind": "anthropic", "baseUrl": "https://api.example.com", "model": "claude-sonnet-4-5",
@@ -476,6 +493,7 @@ func TestSchemaAcceptsNamesKubernetesAccepts(t *testing.T) {
 		"an empty workspace runtimeClass":             at(fullWorkspace(), "spec.isolation.runtimeClass", ""),
 		"an env name with spaces, dots and a command": at(fullWorkspace(), "spec.env[0].name", "my.var $(x) `y`; -z ~"),
 		"a dotted credentials secretName":             at(fullWorkspace(), "spec.providers[0].credentialsRef.secretName", "team.anthropic-key"),
+		"a dotted source credentials secretName":      at(fullWorkspace(), "spec.sources[0].credentialsRef.secretName", "team.git-creds"),
 	}
 	i := 0
 	for name, obj := range tests {

@@ -162,30 +162,83 @@ func TestAWorkspaceRecoversOnceItsSecretExists(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t, nil)
 	startOperator(t, "workspace", ns)
+	// The provider rows name Secrets of their own; the source rows need
+	// the provider's.
+	createProviderSecret(t, ns)
 
+	withProviderSecret := func(name string) func(*calibanv1alpha1.WorkspaceSpec) {
+		return func(spec *calibanv1alpha1.WorkspaceSpec) { spec.Providers[0].CredentialsRef.SecretName = name }
+	}
+	withPrivateSource := func(repo, secret string) func(*calibanv1alpha1.WorkspaceSpec) {
+		return func(spec *calibanv1alpha1.WorkspaceSpec) {
+			spec.Sources[0].Repo = repo
+			spec.Sources[0].CredentialsRef = &calibanv1alpha1.SourceCredentialsRef{SecretName: secret}
+		}
+	}
+	basicAuth := map[string]string{corev1.BasicAuthUsernameKey: "bot", corev1.BasicAuthPasswordKey: "token"}
 	tests := map[string]struct {
-		secret string
-		// before is the Secret's data while the workspace fails (nil: no
-		// Secret at all).
-		before map[string]string
+		secret    string
+		workspace func(*calibanv1alpha1.WorkspaceSpec)
+		// before makes the Secret as it is while the workspace fails (nil:
+		// no Secret at all); fix makes it right.
+		before func(t *testing.T, name string)
+		fix    func(t *testing.T, name string)
+		want   string
 	}{
-		"a missing Secret":            {secret: "missing-key"},
-		"a Secret that lacks the key": {secret: "keyless", before: map[string]string{"token": "x"}},
+		"a missing provider Secret": {
+			secret: "missing-key", workspace: withProviderSecret("missing-key"),
+			fix: func(t *testing.T, name string) {
+				createSecret(t, ns, name, map[string]string{providerKey: "sk-ant-test"})
+			},
+			want: "provider 'planner': secret 'missing-key' key 'api-key' not found",
+		},
+		"a provider Secret that lacks the key": {
+			secret: "keyless", workspace: withProviderSecret("keyless"),
+			before: func(t *testing.T, name string) { createSecret(t, ns, name, map[string]string{"token": "x"}) },
+			fix: func(t *testing.T, name string) {
+				updateSecretData(t, ns, name, map[string]string{providerKey: "sk-ant-test"})
+			},
+			want: "provider 'planner': secret 'keyless' key 'api-key' not found",
+		},
+		"a missing source Secret": {
+			secret: "git-missing", workspace: withPrivateSource("https://git.example.com/team/app.git", "git-missing"),
+			fix:  func(t *testing.T, name string) { createTypedSecret(t, ns, name, corev1.SecretTypeBasicAuth, basicAuth) },
+			want: "sources[0] 'caliban': secret 'git-missing' not found",
+		},
+		"an Opaque source Secret on an https repo, replaced by a basic-auth one": {
+			secret: "git-opaque", workspace: withPrivateSource("https://git.example.com/team/app.git", "git-opaque"),
+			before: func(t *testing.T, name string) { createSecret(t, ns, name, basicAuth) },
+			fix: func(t *testing.T, name string) {
+				// A Secret's type is immutable: replace it.
+				if err := cluster.Kube.CoreV1().Secrets(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				createTypedSecret(t, ns, name, corev1.SecretTypeBasicAuth, basicAuth)
+			},
+			want: "sources[0] 'caliban': secret 'git-opaque' is of type 'Opaque', but an https:// repo needs a kubernetes.io/basic-auth secret",
+		},
+		"an ssh-auth source Secret without known_hosts": {
+			secret: "git-ssh", workspace: withPrivateSource("git@git.example.com:team/app.git", "git-ssh"),
+			before: func(t *testing.T, name string) {
+				createTypedSecret(t, ns, name, corev1.SecretTypeSSHAuth, map[string]string{corev1.SSHAuthPrivateKey: "key"})
+			},
+			fix: func(t *testing.T, name string) {
+				updateSecretData(t, ns, name, map[string]string{builders.SSHKnownHostsKey: "git.example.com ssh-ed25519 AAAA"})
+			},
+			want: "sources[0] 'caliban': secret 'git-ssh' key 'known_hosts' not found (a kubernetes.io/ssh-auth secret needs 'ssh-privatekey' and 'known_hosts')",
+		},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ws := test.secret + "-ws"
 			if test.before != nil {
-				createSecret(t, ns, test.secret, test.before)
+				test.before(t, test.secret)
 			}
-			createWorkspace(t, ns, ws, func(spec *calibanv1alpha1.WorkspaceSpec) {
-				spec.Providers[0].CredentialsRef.SecretName = test.secret
-			})
-			want := fmt.Sprintf("provider 'planner': secret '%s' key 'api-key' not found", test.secret)
+			createWorkspace(t, ns, ws, test.workspace)
 			waitForWorkspace(t, ns, ws, settleTimeout, func(w *calibanv1alpha1.Workspace) error {
-				if w.Status.Phase != calibanv1alpha1.WorkspaceFailed || w.Status.Message != want {
-					return fmt.Errorf("phase %q message %q, want Failed %q", w.Status.Phase, w.Status.Message, want)
+				if w.Status.Phase != calibanv1alpha1.WorkspaceFailed || w.Status.Message != test.want {
+					return fmt.Errorf("phase %q message %q, want Failed %q", w.Status.Phase, w.Status.Message, test.want)
 				}
 				if w.Status.ObservedGeneration != w.Generation {
 					return fmt.Errorf("observedGeneration %d, want %d", w.Status.ObservedGeneration, w.Generation)
@@ -196,21 +249,10 @@ func TestAWorkspaceRecoversOnceItsSecretExists(t *testing.T) {
 			task := "waits-on-" + ws
 			createTask(t, ns, task, ws)
 			waitForTask(t, ns, task, settleTimeout,
-				failedWith(builders.ReasonWorkspaceUnresolved, fmt.Sprintf("workspace '%s' not ready: %s", ws, want)))
+				failedWith(builders.ReasonWorkspaceUnresolved, fmt.Sprintf("workspace '%s' not ready: %s", ws, test.want)))
 			waitForEvent(t, ns, task, corev1.EventTypeWarning, builders.ReasonWorkspaceUnresolved, nil)
 
-			if test.before == nil {
-				createSecret(t, ns, test.secret, map[string]string{providerKey: "sk-ant-test"})
-			} else {
-				secret, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, test.secret, metav1.GetOptions{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				secret.StringData = map[string]string{providerKey: "sk-ant-test"}
-				if _, err := cluster.Kube.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-					t.Fatal(err)
-				}
-			}
+			test.fix(t, test.secret)
 			// A failed workspace is re-checked every 15 s
 			// (docs/crd-reference.md#requeue-intervals).
 			waitForWorkspace(t, ns, ws, 20*time.Second, func(w *calibanv1alpha1.Workspace) error {
@@ -221,6 +263,19 @@ func TestAWorkspaceRecoversOnceItsSecretExists(t *testing.T) {
 			})
 			waitForTask(t, ns, task, admittedWithin, isRunning)
 		})
+	}
+}
+
+// updateSecretData adds data to an existing Secret.
+func updateSecretData(t *testing.T, ns, name string, data map[string]string) {
+	t.Helper()
+	secret, err := cluster.Kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.StringData = data
+	if _, err := cluster.Kube.CoreV1().Secrets(ns).Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
 	}
 }
 

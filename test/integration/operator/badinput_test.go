@@ -182,6 +182,14 @@ func badInputs() map[string]badInput {
 			},
 			workspaceFailed: []string{"provider 'planner': secret 'no-such.secret' key 'api-key' not found"},
 		},
+		"source credentials in a Secret that does not exist fail the workspace naming the source and secret": {
+			fields: []string{"Workspace spec.sources[*].credentialsRef.secretName"},
+			workspace: func(spec *calibanv1alpha1.WorkspaceSpec) {
+				spec.Sources = []calibanv1alpha1.Source{{Name: "s", Repo: repo, Ref: ref, Path: path,
+					CredentialsRef: &calibanv1alpha1.SourceCredentialsRef{SecretName: "no-such.git-secret"}}}
+			},
+			workspaceFailed: []string{"sources[0] 's': secret 'no-such.git-secret' not found"},
+		},
 		"credentials under a key that is a shell command fail the workspace naming the provider and key": {
 			fields:          []string{"Workspace spec.providers[*].credentialsRef.key"},
 			workspace:       func(spec *calibanv1alpha1.WorkspaceSpec) { spec.Providers[0].CredentialsRef.Key = backticks },

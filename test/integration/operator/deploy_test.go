@@ -5,9 +5,12 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	appsv1 "k8s.io/api/apps/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
@@ -220,7 +223,21 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			"CALIBAN_LEASE_NAME=caliban-operator-cluster", "POD_NAME=cluster-0")
 		createProviderSecret(t, ns)
 		createSecret(t, ns, "caliban-session-plane-token", map[string]string{"token": "session-token-value"})
-		createReadyWorkspace(t, ns, "ws")
+		// Private sources, one per Secret type: their values must reach
+		// no argv or env, and only the clone container mounts them.
+		createTypedSecret(t, ns, "git-https", corev1.SecretTypeBasicAuth,
+			map[string]string{corev1.BasicAuthUsernameKey: "deploy-bot-user", corev1.BasicAuthPasswordKey: "ghp-deploy-token-value"})
+		createTypedSecret(t, ns, "git-ssh", corev1.SecretTypeSSHAuth, map[string]string{
+			corev1.SSHAuthPrivateKey:  "-----BEGIN OPENSSH PRIVATE KEY-----\ndeploy-key-value\n-----END OPENSSH PRIVATE KEY-----\n",
+			builders.SSHKnownHostsKey: "git.example.com ssh-ed25519 AAAAdeploy-host-key-value\n",
+		})
+		createReadyWorkspace(t, ns, "ws", func(spec *calibanv1alpha1.WorkspaceSpec) {
+			spec.Sources = append(spec.Sources,
+				calibanv1alpha1.Source{Name: "private-https", Repo: "https://git.example.com/team/app.git", Path: "/work/app",
+					CredentialsRef: &calibanv1alpha1.SourceCredentialsRef{SecretName: "git-https"}},
+				calibanv1alpha1.Source{Name: "private-ssh", Repo: "git@git.example.com:team/lib.git", Path: "/work/lib",
+					CredentialsRef: &calibanv1alpha1.SourceCredentialsRef{SecretName: "git-ssh"}})
+		})
 		createTask(t, ns, "task", "ws")
 		waitForTask(t, ns, "task", 60*time.Second, isRunning)
 		prosperoSettles(t, ns, "task", "Succeeded", "")
@@ -234,6 +251,7 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 		}
 		checkSandboxPodSecurity(t, ns, "task")
 		checkNoSecretInTheClear(t, ns, "task")
+		checkSourceCredentialsForTheCloneOnly(t, ns, "task", map[int]string{1: "git-https", 2: "git-ssh"})
 	})
 }
 
@@ -313,6 +331,57 @@ func checkNoSecretInTheClear(t *testing.T, ns, task string) {
 			if e.Name == builders.EnvDaemonToken && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil) {
 				t.Errorf("container %s: %s is not a secretKeyRef", c.Name, e.Name)
 			}
+		}
+	}
+}
+
+// checkSourceCredentialsForTheCloneOnly: each private source's Secret
+// (want: source index -> Secret name) is a read-only, 0400 volume that
+// only the clone container mounts, and no other Secret volume is there
+// beyond the session TLS one.
+func checkSourceCredentialsForTheCloneOnly(t *testing.T, ns, task string, want map[int]string) {
+	t.Helper()
+	sb, err := builders.SandboxFromUnstructured(getSandbox(t, ns, builders.SandboxName(task)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sb.Spec.PodTemplate.Spec
+	got := map[int]string{}
+	credentialVolumes := map[string]bool{}
+	for _, v := range spec.Volumes {
+		index, ok := strings.CutPrefix(v.Name, builders.VolumeSourceCredentialsPrefix)
+		if !ok {
+			continue
+		}
+		i, err := strconv.Atoi(index)
+		if err != nil || v.Secret == nil {
+			t.Errorf("volume %s: %+v, want a Secret volume named by a source index", v.Name, v.VolumeSource)
+			continue
+		}
+		if v.Secret.DefaultMode == nil || *v.Secret.DefaultMode != 0o400 {
+			t.Errorf("volume %s: defaultMode %v, want 0400", v.Name, v.Secret.DefaultMode)
+		}
+		got[i] = v.Secret.SecretName
+		credentialVolumes[v.Name] = true
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("source credential volumes (-want +got):\n%s", diff)
+	}
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		mounted := 0
+		for _, m := range c.VolumeMounts {
+			if credentialVolumes[m.Name] {
+				mounted++
+				if !m.ReadOnly {
+					t.Errorf("container %s mounts %s writable", c.Name, m.Name)
+				}
+			}
+		}
+		if c.Name == builders.ContainerClone && mounted != len(want) {
+			t.Errorf("the clone container mounts %d of the %d source credential volumes", mounted, len(want))
+		}
+		if c.Name != builders.ContainerClone && mounted != 0 {
+			t.Errorf("container %s mounts %d source credential volumes; only the clone may", c.Name, mounted)
 		}
 	}
 }

@@ -56,6 +56,16 @@ func createSecret(t testing.TB, ns, name string, data map[string]string) {
 	}
 }
 
+// createTypedSecret creates a Secret of a built-in type, which the
+// apiserver checks for the keys that type requires.
+func createTypedSecret(t testing.TB, ns, name string, typ corev1.SecretType, data map[string]string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}, Type: typ, StringData: data}
+	if _, err := cluster.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{FieldManager: framework.FieldManager}); err != nil {
+		t.Fatalf("creating %s Secret %s/%s: %v", typ, ns, name, err)
+	}
+}
+
 // createProviderSecret creates the credentials Secret of workspaceSpec.
 func createProviderSecret(t testing.TB, ns string) {
 	t.Helper()
