@@ -6,9 +6,11 @@
 # run, as `go test -fuzz` does.
 #
 # Go 1.26's fuzzing coordinator can report a bare "context deadline
-# exceeded" when -fuzztime runs out while a worker is mid-call
+# exceeded" when a duration -fuzztime runs out while a worker is mid-call
 # (golang/go#75804, fixed in Go 1.27): no input failed and none was saved.
-# Such a run, and only such a run, is retried once; a second one fails.
+# Such a run, and only such a run, is run again once, for as many inputs as
+# the first one got through ("Nx"): a count has no deadline to race, so the
+# retry cannot hit it again. Any failure of the retry fails the run.
 set -o errexit -o nounset -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,11 +22,30 @@ coordinator_race() {
     ! grep -qE 'Failing input written to|^panic:|^\s+[A-Za-z0-9_]+\.go:[0-9]+:' "$1"
 }
 
-if [[ ${1:-} == --classify ]]; then
-  # For hack/fuzz_test.sh: exit 0 when the log is the race.
+# retry_budget LOG: the -fuzztime for the retry: the inputs the raced run
+# executed, as "Nx", or FUZZTIME when its log shows no count.
+retry_budget() {
+  local n
+  n=$(grep -oE 'execs: [0-9]+' "$1" | tail -n 1 | grep -oE '[0-9]+' || true)
+  if [[ -n $n && $n -gt 0 ]]; then
+    echo "${n}x"
+  else
+    echo "${FUZZTIME}"
+  fi
+}
+
+# For hack/fuzz_test.sh: --classify LOG exits 0 when the log is the race;
+# --budget LOG prints the retry's -fuzztime.
+case ${1:-} in
+--classify)
   coordinator_race "$2"
   exit
-fi
+  ;;
+--budget)
+  FUZZTIME=${FUZZTIME:-20s} retry_budget "$2"
+  exit
+  ;;
+esac
 
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:?set FUZZTIME, e.g. 20s}
@@ -37,13 +58,15 @@ ran=0
 while IFS=: read -r file line; do
   target=$(sed -E 's/^func (Fuzz[A-Za-z0-9_]*)\(.*/\1/' <<<"$line")
   pkg=./$(dirname "$file")
+  budget=$FUZZTIME
   for attempt in 1 2; do
-    echo "fuzzing $pkg $target for $FUZZTIME"
-    if $GO test -run '^$' -fuzz "^${target}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tee "${log}"; then
+    echo "fuzzing $pkg $target for $budget"
+    if $GO test -run '^$' -fuzz "^${target}\$" -fuzztime "$budget" "$pkg" 2>&1 | tee "${log}"; then
       break
     fi
     if [[ $attempt -eq 1 ]] && coordinator_race "${log}"; then
-      echo "$target: the fuzzing coordinator's deadline race (golang/go#75804), no input failed; running it again"
+      budget=$(retry_budget "${log}")
+      echo "$target: the fuzzing coordinator's deadline race (golang/go#75804), no input failed; running it again for $budget"
       continue
     fi
     exit 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Self-test of hack/fuzz.sh's classifier: only a bare coordinator deadline,
 # with no saved input and no failure line, counts as the Go 1.26 race that
-# earns a retry. Exits non-zero when any log is classified wrongly.
+# earns a retry, and the retry runs for the inputs the raced run executed.
+# Exits non-zero when any log is read wrongly.
 set -o errexit -o nounset -o pipefail
 
 script=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/fuzz.sh
@@ -57,7 +58,30 @@ expect failure "a build error" <<'LOG'
 FAIL	example.com/p [build failed]
 LOG
 
+# expect_budget WANT NAME: the retry's -fuzztime for the log on stdin.
+expect_budget() {
+  local want=$1 name=$2 got
+  cat >"${scratch}/log"
+  got=$(FUZZTIME=20s "${script}" --budget "${scratch}/log")
+  if [[ $got != "$want" ]]; then
+    echo "FAIL: ${name}: retry budget ${got}, want ${want}"
+    failures=$((failures + 1))
+  fi
+}
+
+expect_budget 65891x "the raced run's last count of inputs" <<'LOG'
+fuzz: elapsed: 3s, execs: 8007 (2669/sec), new interesting: 0 (total: 14)
+fuzz: elapsed: 20s, execs: 65891 (2931/sec), new interesting: 0 (total: 14)
+--- FAIL: FuzzEnvNameAgreesWithPods (20.34s)
+    context deadline exceeded
+LOG
+
+expect_budget 20s "a log with no count keeps the duration" <<'LOG'
+--- FAIL: FuzzX (20.00s)
+    context deadline exceeded
+LOG
+
 if [[ $failures -gt 0 ]]; then
   exit 1
 fi
-echo "hack/fuzz.sh classifies every log as expected"
+echo "hack/fuzz.sh reads every log as expected"
