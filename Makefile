@@ -40,6 +40,7 @@ verify: ## Fail on generated-code drift (regenerated with an empty module cache)
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
+	cd hack/tools/agent-sandbox && $(GO) mod tidy -diff
 
 .PHONY: tools
 tools: ## Build the local test bed's binaries into bin/ (about 16 minutes cold, seconds after).

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Regenerates everything derived from pkg/apis: deepcopy and register code,
 # OpenAPI definitions, the typed clientset with watch and applyconfigurations,
-# listers and informers (pkg/generated), the shipped CRDs (manifests/crds) and
-# the test-only Sandbox CRD (test/crds). Needs only Go: every generator is
-# pinned in go.mod and built into bin/codegen on first use.
+# listers and informers (pkg/generated) and the shipped CRDs (manifests/crds);
+# copies agent-sandbox's own Sandbox CRD into test/crds and kwok's node and
+# pod Stages into test/stages/kwok (update-upstream-manifests.sh). Needs only
+# Go: every generator is pinned in go.mod and built into bin/codegen on
+# first use.
 set -o errexit -o nounset -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -54,7 +56,11 @@ kube::codegen::gen_client \
 
 # CRDs. controller-gen reads the kubebuilder markers; it is the only part of
 # controller-tools the project uses, and only here.
-rm -f manifests/crds/caliban.caliban-ai.dev_*.yaml test/crds/agents.x-k8s.io_*.yaml
+rm -f manifests/crds/caliban.caliban-ai.dev_*.yaml
 go tool controller-gen crd paths=./pkg/apis/caliban/... output:crd:artifacts:config=manifests/crds
-go tool controller-gen crd paths=./pkg/apis/sandbox/... output:crd:artifacts:config=test/crds
 go run ./hack/crd-postprocess manifests/crds/caliban.caliban-ai.dev_calibantasks.yaml
+
+# The Sandbox CRD and kwok Stages the tests install are upstream's own,
+# copied from the pinned modules (pkg/apis/sandbox is only the operator's
+# view of the Sandbox).
+"${ROOT}/hack/update-upstream-manifests.sh"

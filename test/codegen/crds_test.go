@@ -1,14 +1,20 @@
 // Package codegen_test checks the generated CRDs: that the committed YAML is
-// exactly what the API types generate, and that the schema says what
-// docs/crd-reference.md#spec and #spec-1 say, field by field.
+// exactly what the API types generate, that the schema says what
+// docs/crd-reference.md#spec and #spec-1 say, field by field, and that the
+// operator's view of the Sandbox fits agent-sandbox's own CRD.
 package codegen_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
+	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
@@ -26,7 +32,6 @@ func TestCommittedCRDsMatchTheTypes(t *testing.T) {
 		committed string
 	}{
 		"manifests/crds is generated from pkg/apis/caliban": {paths: "./pkg/apis/caliban/...", committed: "manifests/crds"},
-		"test/crds is generated from pkg/apis/sandbox":      {paths: "./pkg/apis/sandbox/...", committed: "test/crds"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -70,4 +75,87 @@ func run(t *testing.T, dir string, name string, args ...string) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestSandboxViewFitsAgentSandboxCRD generates a schema from the operator's
+// view of the Sandbox (pkg/apis/sandbox) and checks that every field in it
+// is a field of agent-sandbox's CRD (test/crds, copied from the pinned
+// module) with the same type: a field the real schema lacks would be pruned
+// from every apply, and one of another type refused.
+func TestSandboxViewFitsAgentSandboxCRD(t *testing.T) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	run(t, root, "go", "tool", "controller-gen", "crd", "paths=./pkg/apis/sandbox/...", "output:crd:artifacts:config="+out)
+	view := sandboxSchema(t, out)
+	real := sandboxSchema(t, filepath.Join(root, "test", "crds"))
+	missing := schemaMisfits("", view, real)
+	if len(missing) > 0 {
+		t.Errorf("the operator's Sandbox view has fields agent-sandbox's CRD does not accept as they are:\n%s", strings.Join(missing, "\n"))
+	}
+	// The check must be able to fail: a field the real CRD lacks is found.
+	fake := map[string]any{"type": "object", "properties": map[string]any{"spec": map[string]any{"type": "object",
+		"properties": map[string]any{"notAField": map[string]any{"type": "string"}}}}}
+	if got := schemaMisfits("", fake, real); len(got) != 1 || !strings.Contains(got[0], "spec.notAField") {
+		t.Errorf("schemaMisfits missed a field the CRD lacks: %v", got)
+	}
+}
+
+// sandboxSchema is the v1beta1 openAPIV3Schema of the Sandbox CRD in dir.
+func sandboxSchema(t *testing.T, dir string) map[string]any {
+	t.Helper()
+	objs, err := framework.ReadManifests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		for _, v := range versions {
+			vm, _ := v.(map[string]any)
+			if vm["name"] != "v1beta1" {
+				continue
+			}
+			s, found, _ := unstructured.NestedMap(vm, "schema", "openAPIV3Schema")
+			if found {
+				return s
+			}
+		}
+	}
+	t.Fatalf("%s has no v1beta1 Sandbox schema", dir)
+	return nil
+}
+
+// schemaMisfits lists the paths under view whose field real lacks or types
+// differently.
+func schemaMisfits(path string, view, real map[string]any) []string {
+	var out []string
+	if vt, rt := view["type"], real["type"]; vt != nil && rt != nil && vt != rt {
+		out = append(out, fmt.Sprintf("%s: type %v, agent-sandbox says %v", path, vt, rt))
+	}
+	if items, ok := view["items"].(map[string]any); ok {
+		realItems, _ := real["items"].(map[string]any)
+		if realItems == nil {
+			return append(out, path+"[]: not a list in agent-sandbox's CRD")
+		}
+		out = append(out, schemaMisfits(path+"[]", items, realItems)...)
+	}
+	props, _ := view["properties"].(map[string]any)
+	realProps, _ := real["properties"].(map[string]any)
+	for name, p := range props {
+		child := strings.TrimPrefix(path+"."+name, ".")
+		rp, ok := realProps[name].(map[string]any)
+		if !ok {
+			if real["x-kubernetes-preserve-unknown-fields"] == true {
+				continue
+			}
+			out = append(out, child+": not in agent-sandbox's CRD")
+			continue
+		}
+		pm, _ := p.(map[string]any)
+		out = append(out, schemaMisfits(child, pm, rp)...)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,8 +1,9 @@
 // Package framework runs integration tests against a real Kubernetes control
 // plane: a kwokctl binary-runtime cluster (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok, built by `make tools` into
-// bin/) with the caliban CRDs, the test-only Sandbox CRD and kwok Stages that
-// play agent-sandbox's controller.
+// bin/) with the caliban CRDs, agent-sandbox's Sandbox CRD, and either kwok
+// Stages that play agent-sandbox's controller or (Options.RealAgentSandbox)
+// that controller itself with pods on kwok nodes.
 //
 // A package shares one cluster through Main; each test works in namespaces
 // of its own. The cluster is deleted when the tests end, fail, are
@@ -62,6 +63,9 @@ type Cluster struct {
 	// stopped are the components StopComponent stopped, by name.
 	stoppedMu sync.Mutex
 	stopped   map[string]stoppedComponent
+	// agentSandbox is agent-sandbox's controller, with Options.RealAgentSandbox.
+	agentSandbox       *exec.Cmd
+	agentSandboxExited chan struct{}
 }
 
 // RepoRoot finds the repository root from the working directory (go test
@@ -184,6 +188,9 @@ func (c *Cluster) create(ctx context.Context) error {
 		filepath.Join(c.Root, "test", "crds")); err != nil {
 		return err
 	}
+	if c.opts.RealAgentSandbox {
+		return c.startAgentSandbox(ctx)
+	}
 	// kwok starts a Stage's controller only once the apiserver publishes
 	// the resource's OpenAPI v3, which lags behind the CRD's Established
 	// condition; SyncStages waits for it.
@@ -213,6 +220,7 @@ func (c *Cluster) Delete() error {
 	if c == nil || c.Name == "" {
 		return nil
 	}
+	c.stopAgentSandbox()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name)

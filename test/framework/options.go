@@ -12,8 +12,8 @@ import (
 // Options change what StartWithOptions (and MainWithOptions) installs into
 // a new cluster. The zero value is what Start installs.
 type Options struct {
-	// WithoutSandbox leaves agent-sandbox out: neither the test-only
-	// Sandbox CRD (test/crds) nor the kwok Stages that play its controller
+	// WithoutSandbox leaves agent-sandbox out: neither its Sandbox CRD
+	// (test/crds) nor the kwok Stages that play its controller
 	// (test/stages) are installed, so the cluster does not serve
 	// sandboxes.agents.x-k8s.io until InstallSandbox is called. The
 	// caliban CRDs are installed as usual.
@@ -31,6 +31,14 @@ type Options struct {
 	// reads of single objects. With it, a test can tell which process wrote
 	// what and when: each minted token has its own credential id.
 	AuditOperator bool
+
+	// RealAgentSandbox runs agent-sandbox's own controller (v1.0.3, built
+	// by `make tools` from hack/tools/agent-sandbox) instead of the kwok
+	// Stages that play it: it makes real Pods (Running and Ready on kwok
+	// nodes), headless Services and PersistentVolumeClaims, which bind to
+	// volumes the test provides (ProvideVolumes). Slower than the stand-in:
+	// a Sandbox is Ready once its claim is bound and its pod scheduled.
+	RealAgentSandbox bool
 }
 
 // sandboxReadyStage is the Stage in test/stages that makes a Sandbox Ready.
