@@ -68,6 +68,10 @@ func deadline100(t *calibanv1alpha1.CalibanTask) {
 // time are compared; TestTaskStatusPhaseDerivation covers the rest.
 func TestLifecyclePhasePrecedence(t *testing.T) {
 	serving := fxSandbox(lcFQDN, sbReady("True", ""))
+	// Suspend accepted, the pod still there (agent-sandbox has not
+	// reconciled it yet), and the pod gone.
+	stopping := withMode(fxSandbox(lcFQDN, sbReady("True", "")), sandboxv1beta1.OperatingModeSuspended)
+	parkedSB := suspendedSandbox()
 	type want struct {
 		Phase      calibanv1alpha1.TaskPhase
 		Reason     string
@@ -81,8 +85,20 @@ func TestLifecyclePhasePrecedence(t *testing.T) {
 		now     metav1.Time
 		want    want
 	}{
-		"a suspended task is Suspended without an endpoint even while its Sandbox still serves": {
+		"a suspended task whose Sandbox has not taken operatingMode Suspended stays Running": {
 			task: fxTask(pinned, suspended), sandbox: serving, now: tBefore,
+			want: want{Phase: "Running", Reason: ReasonRunning, Endpoint: lcFQDN + ":8443"},
+		},
+		"a suspended task stays Running while agent-sandbox still reports its Sandbox Ready": {
+			task: fxTask(pinned, suspended), sandbox: stopping, now: tBefore,
+			want: want{Phase: "Running", Reason: ReasonRunning, Endpoint: lcFQDN + ":8443"},
+		},
+		"a suspended task is Suspended without an endpoint once its Sandbox is suspended and not Ready": {
+			task: fxTask(pinned, suspended), sandbox: parkedSB, now: tBefore,
+			want: want{Phase: "Suspended", Reason: ReasonSuspended},
+		},
+		"resumed in its spec, a task whose Sandbox is still suspended is Suspended": {
+			task: fxTask(pinned), sandbox: parkedSB, now: tBefore,
 			want: want{Phase: "Suspended", Reason: ReasonSuspended},
 		},
 		"a suspended task whose Sandbox API is missing is still Suspended": {
@@ -97,8 +113,12 @@ func TestLifecyclePhasePrecedence(t *testing.T) {
 			task: fxTask(pinned, deadline100), sandbox: serving, now: tBefore,
 			want: want{Phase: "Running", Reason: ReasonRunning, Endpoint: lcFQDN + ":8443"},
 		},
-		"a passed deadline fails a Running task, finished at the deadline, not when it was noticed": {
+		"a passed deadline leaves a task Running until its Sandbox is suspended": {
 			task: fxTask(pinned, deadline100), sandbox: serving, now: tAfter,
+			want: want{Phase: "Running", Reason: ReasonRunning, Endpoint: lcFQDN + ":8443"},
+		},
+		"a passed deadline fails a task once its Sandbox is suspended, finished at the deadline, not when it was noticed": {
+			task: fxTask(pinned, deadline100), sandbox: parkedSB, now: tAfter,
 			want: want{Phase: "Failed", Reason: ReasonDeadlineExceeded, Completion: &tDeadline},
 		},
 		"a passed deadline wins over suspend": {
@@ -110,7 +130,7 @@ func TestLifecyclePhasePrecedence(t *testing.T) {
 			want: want{Phase: "Completed", Reason: ReasonCompleted, Completion: &tBefore},
 		},
 		"a settle after the deadline does not undo DeadlineExceeded": {
-			task: fxTask(pinned, deadline100, settledAt(SettledSucceeded, tAfter)), sandbox: serving, now: tAfter,
+			task: fxTask(pinned, deadline100, settledAt(SettledSucceeded, tAfter)), sandbox: parkedSB, now: tAfter,
 			want: want{Phase: "Failed", Reason: ReasonDeadlineExceeded, Completion: &tDeadline},
 		},
 		"a settle exactly at the deadline is in time": {
@@ -170,23 +190,24 @@ func TestLifecyclePhasePrecedence(t *testing.T) {
 
 func TestLifecycleMessages(t *testing.T) {
 	tests := map[string]struct {
-		task *calibanv1alpha1.CalibanTask
-		now  metav1.Time
-		want string
+		task    *calibanv1alpha1.CalibanTask
+		sandbox *sandboxv1beta1.Sandbox
+		now     metav1.Time
+		want    string
 	}{
 		"Suspended says the volume is kept": {
-			task: fxTask(pinned, suspended), now: tBefore,
+			task: fxTask(pinned, suspended), sandbox: suspendedSandbox(), now: tBefore,
 			want: "suspended by spec.suspend: the Sandbox has no pod; its workspace volume is kept",
 		},
 		"DeadlineExceeded names the field, the limit and the start": {
-			task: fxTask(pinned, deadline100), now: tAfter,
+			task: fxTask(pinned, deadline100), sandbox: suspendedSandbox(), now: tAfter,
 			want: "the task ran longer than lifecycle.activeDeadlineSeconds (100s from its start at 2026-09-02T00:00:00Z)",
 		},
 		"a task pinned before startTime existed counts from its creation": {
 			task: fxTask(pinned, deadline100, func(t *calibanv1alpha1.CalibanTask) {
 				t.Status.StartTime = nil
 				t.CreationTimestamp = tEarlier
-			}), now: tNow,
+			}), sandbox: suspendedSandbox(), now: tNow,
 			want: "the task ran longer than lifecycle.activeDeadlineSeconds (100s from its start at 2026-09-01T00:00:00Z)",
 		},
 		"Draining says what it waits for and until when": {
@@ -196,7 +217,7 @@ func TestLifecycleMessages(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			st := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised", Now: tc.now, DrainTimeout: time.Minute}, DefaultAgentSettings())
+			st := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised", Sandbox: tc.sandbox, Now: tc.now, DrainTimeout: time.Minute}, DefaultAgentSettings())
 			if len(st.Conditions) != 1 || st.Conditions[0].Message != tc.want {
 				t.Errorf("Ready %+v, want message %q", st.Conditions, tc.want)
 			}
@@ -418,4 +439,17 @@ func TestTaskStatusChangedSeesTheLifecycleFields(t *testing.T) {
 	if TaskStatusChanged(base, *base.DeepCopy()) {
 		t.Error("an equal status is a change")
 	}
+}
+
+// withMode sets the operatingMode agent-sandbox accepted for the Sandbox.
+func withMode(sb *sandboxv1beta1.Sandbox, mode sandboxv1beta1.OperatingMode) *sandboxv1beta1.Sandbox {
+	sb.Spec.OperatingMode = mode
+	return sb
+}
+
+// suspendedSandbox is a Sandbox agent-sandbox v1.0 has suspended: the mode
+// accepted, Ready False with its SandboxSuspended reason.
+func suspendedSandbox() *sandboxv1beta1.Sandbox {
+	return withMode(fxSandbox(lcFQDN, metav1.Condition{Type: "Ready", Status: "False", Reason: "SandboxSuspended", Message: "Sandbox is suspended"}),
+		sandboxv1beta1.OperatingModeSuspended)
 }

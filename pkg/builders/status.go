@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,9 +115,11 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		// Waiting for the workspace: Pending, and nothing else claimed.
 		status.Phase = calibanv1alpha1.TaskPending
 	case settled != nil && settled.Reason == SettledSucceeded:
+		// prospero's verdict is true whatever the Sandbox does; a refused
+		// onFinish suspend shows in the message.
 		status.Phase = calibanv1alpha1.TaskCompleted
 		finishedAt(settled.LastTransitionTime.Time)
-		setReady(metav1.ConditionFalse, ReasonCompleted, "every agent has finished")
+		setReady(metav1.ConditionFalse, ReasonCompleted, orApplyProblem(in, "every agent has finished"))
 	case settled != nil:
 		status.Phase = calibanv1alpha1.TaskFailed
 		finishedAt(settled.LastTransitionTime.Time)
@@ -124,15 +127,25 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		if msg == "" {
 			msg = agentsFailedFallback
 		}
-		setReady(metav1.ConditionFalse, ReasonAgentsFailed, msg)
-	case pastDeadline(task, now):
+		setReady(metav1.ConditionFalse, ReasonAgentsFailed, orApplyProblem(in, msg))
+	// What the operator itself stops (the deadline, spec.suspend) is
+	// reported stopped only once the cluster shows it: agent-sandbox accepted
+	// operatingMode Suspended and no longer reports the Sandbox Ready (or
+	// there is no agent-sandbox, so nothing runs). Until then the task keeps
+	// its last true phase, below.
+	case pastDeadline(task, now) && parked(in):
 		status.Phase = calibanv1alpha1.TaskFailed
 		finishedAt(Deadline(task))
 		setReady(metav1.ConditionFalse, ReasonDeadlineExceeded, deadlineMessage(task))
-	case task.Spec.Suspend:
+	case task.Spec.Suspend && parked(in):
 		status.Phase = calibanv1alpha1.TaskSuspended
 		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: SandboxName(task.Name)}
-		setReady(metav1.ConditionFalse, ReasonSuspended, SuspendedMessage)
+		setReady(metav1.ConditionFalse, ReasonSuspended, orApplyProblem(in, SuspendedMessage))
+	case in.Sandbox != nil && sandboxParked(in.Sandbox):
+		// Resumed in the spec, not yet in the cluster (the apply is refused,
+		// or is this very pass's): the Sandbox still has no pod.
+		status.Phase = calibanv1alpha1.TaskSuspended
+		setReady(metav1.ConditionFalse, ReasonSuspended, orApplyProblem(in, ResumingMessage))
 	case in.SandboxAPIMissing:
 		status.Phase = calibanv1alpha1.TaskProvisioning
 		setReady(metav1.ConditionFalse, ReasonSandboxAPIUnavailable, SandboxAPIUnavailableMessage)
@@ -152,7 +165,7 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 		if SandboxServing(&in.Sandbox.Status) {
 			status.Phase = calibanv1alpha1.TaskRunning
 			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, s)
-			setReady(metav1.ConditionTrue, ReasonRunning, "caliband is serving at "+status.CalibandEndpoint)
+			setReady(metav1.ConditionTrue, ReasonRunning, orApplyProblem(in, "caliband is serving at "+status.CalibandEndpoint))
 			break
 		}
 		status.Phase = calibanv1alpha1.TaskProvisioning
@@ -174,8 +187,62 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 	return status
 }
 
+// calibandEndpoint is where caliband listens: the Sandbox's Service, at
+// the port of the caliband container the Sandbox carries. A Sandbox
+// rendered under other settings keeps its port (ADR 0015), so the
+// settings' port is only the answer for a Sandbox that says nothing.
 func calibandEndpoint(sb *sandboxv1beta1.Sandbox, s AgentSettings) string {
-	return sb.Status.ServiceFQDN + ":" + strconv.Itoa(int(s.CalibandPort))
+	port := s.CalibandPort
+	if p := CalibandPortOf(&sb.Spec.PodTemplate.Spec); p != 0 {
+		port = p
+	}
+	return sb.Status.ServiceFQDN + ":" + strconv.Itoa(int(port))
+}
+
+// CalibandPortOf is the caliband container's control port in a pod spec,
+// 0 when it has none.
+func CalibandPortOf(spec *corev1.PodSpec) int32 {
+	for i := range spec.Containers {
+		if spec.Containers[i].Name != ContainerCaliband {
+			continue
+		}
+		for _, p := range spec.Containers[i].Ports {
+			if p.Name == PortNameCaliband {
+				return p.ContainerPort
+			}
+		}
+	}
+	return 0
+}
+
+// ResumingMessage is the Ready message of a task whose spec no longer asks
+// for suspension while its Sandbox is still suspended.
+const ResumingMessage = "resuming: the Sandbox is still suspended"
+
+// parked reports that nothing of the task runs: its Sandbox is suspended
+// (sandboxParked), or there is no agent-sandbox to run one.
+func parked(in TaskStatusInput) bool {
+	if in.Sandbox == nil {
+		return in.SandboxAPIMissing
+	}
+	return sandboxParked(in.Sandbox)
+}
+
+// sandboxParked reports that agent-sandbox accepted operatingMode
+// Suspended for the Sandbox and no longer reports it Ready. A Suspended
+// condition is not read: v1.0 can leave it behind after a resume, and
+// upstream says to trust Ready.
+func sandboxParked(sb *sandboxv1beta1.Sandbox) bool {
+	return sb.Spec.OperatingMode == sandboxv1beta1.OperatingModeSuspended && !meta.IsStatusConditionTrue(sb.Status.Conditions, ConditionReady)
+}
+
+// orApplyProblem is msg, or what keeps an apply from being accepted: a task
+// whose Sandbox cannot be brought where its spec asks says so.
+func orApplyProblem(in TaskStatusInput, msg string) string {
+	if in.ApplyProblem != "" {
+		return applyProblemMessage(in.ApplyProblem)
+	}
+	return msg
 }
 
 // SandboxServing reports what makes a task Running: its Sandbox is Ready

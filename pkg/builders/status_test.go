@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -30,6 +31,24 @@ func fxSandbox(fqdn string, ready ...metav1.Condition) *sandboxv1beta1.Sandbox {
 
 func sbReady(status metav1.ConditionStatus, message string) metav1.Condition {
 	return metav1.Condition{Type: "Ready", Status: status, Reason: "DependenciesReady", Message: message, LastTransitionTime: tEarlier}
+}
+
+func sbNotReady(reason, message string) metav1.Condition {
+	return metav1.Condition{Type: "Ready", Status: "False", Reason: reason, Message: message, LastTransitionTime: tEarlier}
+}
+
+// sbMode sets the operatingMode agent-sandbox accepted.
+func sbMode(sb *sandboxv1beta1.Sandbox, mode sandboxv1beta1.OperatingMode) *sandboxv1beta1.Sandbox {
+	sb.Spec.OperatingMode = mode
+	return sb
+}
+
+// sbCalibandPort gives the Sandbox a caliband container with that control
+// port, as a Sandbox rendered under other settings carries it.
+func sbCalibandPort(sb *sandboxv1beta1.Sandbox, port int32) *sandboxv1beta1.Sandbox {
+	sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: ContainerCaliband,
+		Ports: []corev1.ContainerPort{{Name: PortNameCaliband, ContainerPort: port}}}}
+	return sb
 }
 
 func settledCond(status metav1.ConditionStatus, reason, message string) func(*calibanv1alpha1.CalibanTask) {
@@ -104,12 +123,65 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
 				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "retrying: applying Sandbox fix-bug-sbx: exceeded quota", tNow)}},
 		},
-		"a Running task stays Running when an update of a child fails": {
+		"a Running task stays Running when an update of a child fails, and says it retries": {
 			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
 			applyProblem: "applying NetworkPolicy fix-bug-np: exceeded quota",
 			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
 				CalibandEndpoint: fqdn + ":8443",
+				Conditions:       []metav1.Condition{readyCond("True", "Running", "retrying: applying NetworkPolicy fix-bug-np: exceeded quota", tNow)}},
+		},
+		"a suspend the Sandbox refused leaves the task Running, saying why": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) { t.Spec.Suspend = true }), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			applyProblem: "applying Sandbox fix-bug-sbx: spec: Invalid value: \"object\": volumeClaimTemplates is immutable",
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				CalibandEndpoint: fqdn + ":8443",
+				Conditions: []metav1.Condition{readyCond("True", "Running",
+					"retrying: applying Sandbox fix-bug-sbx: spec: Invalid value: \"object\": volumeClaimTemplates is immutable", tNow)}},
+		},
+		"a resume the Sandbox refused leaves the task Suspended, saying why": {
+			task: fxTask(), pin: fxPin(), sandbox: sbMode(fxSandbox(fqdn, sbNotReady("SandboxSuspended", "Sandbox is suspended")), "Suspended"),
+			applyProblem: "applying Sandbox fix-bug-sbx: forbidden",
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Suspended", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "Suspended", "retrying: applying Sandbox fix-bug-sbx: forbidden", tNow)}},
+		},
+		"a finished task whose onFinish suspend is refused stays Completed, saying why": {
+			task: fxTask(settledCond("True", "Succeeded", "")), pin: fxPin(), sandbox: fxSandbox(fqdn, sbReady("True", "")),
+			applyProblem: "applying Sandbox fix-bug-sbx: forbidden",
+			want: calibanv1alpha1.CalibanTaskStatus{CompletionTime: &tEarlier, Phase: "Completed", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "Completed", "retrying: applying Sandbox fix-bug-sbx: forbidden", tNow)}},
+		},
+		"v1.0 DependenciesNotReady is Provisioning with agent-sandbox's message": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbNotReady("DependenciesNotReady", "Pod exists with phase: Pending; Service Exists")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Pod exists with phase: Pending; Service Exists", tNow)}},
+		},
+		"v1.0 MultiplePods is Provisioning with agent-sandbox's message": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbNotReady("MultiplePods", "multiple Pods (2) are controlled by this Sandbox")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "multiple Pods (2) are controlled by this Sandbox", tNow)}},
+		},
+		"v1.0 SandboxExpired is Provisioning with agent-sandbox's message": {
+			task: fxTask(), pin: fxPin(), sandbox: fxSandbox(fqdn, sbNotReady("SandboxExpired", "Sandbox has expired")),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox has expired", tNow)}},
+		},
+		"v1.0 SandboxSuspended on a Sandbox that is resuming (mode Running) is Provisioning": {
+			task: fxTask(), pin: fxPin(), sandbox: sbMode(fxSandbox(fqdn, sbNotReady("SandboxSuspended", "Sandbox is suspended")), "Running"),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Provisioning", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				Conditions: []metav1.Condition{readyCond("False", "SandboxNotReady", "Sandbox is suspended", tNow)}},
+		},
+		"a Suspended condition that lingers after a resume does not hold back Running: Ready is what counts": {
+			task: fxTask(), pin: fxPin(), sandbox: sbMode(fxSandbox(fqdn, sbReady("True", "Pod is Ready; Service Exists"),
+				metav1.Condition{Type: "Suspended", Status: "True", Reason: "PodTerminated", Message: "Pod has been terminated. Sandbox is suspended", LastTransitionTime: tEarlier}), "Running"),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				CalibandEndpoint: fqdn + ":8443",
 				Conditions:       []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+fqdn+":8443", tNow)}},
+		},
+		"the endpoint's port is the one the Sandbox's caliband container carries, not the settings'": {
+			task: fxTask(), pin: fxPin(), sandbox: sbCalibandPort(fxSandbox(fqdn, sbReady("True", "")), 9443),
+			want: calibanv1alpha1.CalibanTaskStatus{Phase: "Running", ObservedGeneration: 1, ResolvedWorkspace: fxPin(), PermissionPosture: "supervised", SandboxRef: ref,
+				CalibandEndpoint: fqdn + ":9443",
+				Conditions:       []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+fqdn+":9443", tNow)}},
 		},
 		"an apply problem is cut to a bounded message": {
 			task: fxTask(), pin: fxPin(), applyProblem: strings.Repeat("é", 600),

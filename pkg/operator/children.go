@@ -17,6 +17,13 @@ import (
 // check alone cannot see.
 const AnnotationAppliedHash = "caliban.caliban-ai.dev/applied-hash"
 
+// AnnotationRenderedBy records, on a Sandbox and a NetworkPolicy, the
+// fingerprint of the settings and operator version that rendered it
+// (builders.RenderingFingerprint). A child rendered by another one is kept
+// as it is (ADR 0015): the operator never re-renders what a running or
+// resumed agent relies on because its own settings or version changed.
+const AnnotationRenderedBy = "caliban.caliban-ai.dev/rendered-by"
+
 var applyOptions = metav1.ApplyOptions{FieldManager: builders.FieldManager, Force: true}
 
 // appliedHash is the applied-hash annotation's value for a desired object,

@@ -53,6 +53,8 @@ type fixture struct {
 	sandboxApplies []*unstructured.Unstructured
 	// sandboxWrites are those applies as writes lists them.
 	sandboxWrites []string
+	// sandboxGets counts the GETs of a Sandbox that found one.
+	sandboxGets int
 	// onSandboxApply, when set, sees each Sandbox apply first; an error
 	// fails the request with 500.
 	onSandboxApply func(name string) error
@@ -99,6 +101,10 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
 	q := r.URL.Query()
+	if r.Method == http.MethodGet {
+		f.serveSandboxGet(w, r.URL.Path)
+		return
+	}
 	if r.Method != http.MethodPatch || r.Header.Get("Content-Type") != "application/apply-patch+yaml" ||
 		q.Get("fieldManager") != builders.FieldManager || q.Get("force") != "true" {
 		f.t.Errorf("Sandbox API: unexpected %s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
@@ -127,6 +133,36 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 	f.sandboxApplies = append(f.sandboxApplies, u)
 	f.sandboxWrites = append(f.sandboxWrites, "patch sandboxes "+name)
 	f.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(body)
+}
+
+// serveSandboxGet answers a GET of one Sandbox with what the test's
+// Sandbox store holds, which stands for the cluster's Sandboxes.
+func (f *fixture) serveSandboxGet(w http.ResponseWriter, path string) {
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	// apis/agents.x-k8s.io/v1beta1/namespaces/<ns>/sandboxes/<name>
+	if len(parts) != 7 || parts[3] != "namespaces" || parts[5] != builders.SandboxResource {
+		f.t.Errorf("Sandbox API: unexpected GET %s", path)
+		http.Error(w, "unexpected request", http.StatusMethodNotAllowed)
+		return
+	}
+	obj, exists, _ := f.sandboxInformer.GetStore().GetByKey(parts[4] + "/" + parts[6])
+	sb, ok := obj.(*sandboxv1beta1.Sandbox)
+	if !exists || !ok {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+		return
+	}
+	f.mu.Lock()
+	f.sandboxGets++
+	f.mu.Unlock()
+	body, err := json.Marshal(sb)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)
 }

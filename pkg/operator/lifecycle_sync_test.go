@@ -333,15 +333,15 @@ var allowUnexported = cmp.AllowUnexported(recordedEvent{})
 
 // The tests.
 
-// spec.suspend parks a Running task: its Sandbox is applied Suspended, the
-// task says Suspended; once agent-sandbox has suspended it, another sync
-// writes nothing. Resuming applies it Running again.
+// spec.suspend parks a Running task: its Sandbox is applied Suspended, and
+// the task says Suspended once agent-sandbox has suspended it, not before;
+// then another sync writes nothing. Resuming applies it Running again.
 func TestSuspendAndResume(t *testing.T) {
 	f := lifecycleFixture(t)
 	c, tk := f.runningTask()
 	start := tk.Status.StartTime
 
-	// Suspend.
+	// Suspend: the apply is accepted, the pod is still there.
 	f.clock.Step(time.Minute)
 	tk = f.edit(tk, "kubectl", func(t *calibanv1alpha1.CalibanTask) { t.Spec.Suspend = true })
 	if after := f.mustSync(c, tk); after != 0 {
@@ -353,28 +353,42 @@ func TestSuspendAndResume(t *testing.T) {
 	if got := sandboxMode(t, f.lastSandboxApply()); got != string(sandboxv1beta1.OperatingModeSuspended) {
 		t.Errorf("suspending: Sandbox applied with operatingMode %q, want Suspended", got)
 	}
+	if st := lastStatus(t, f); st.Phase != calibanv1alpha1.TaskRunning || st.CalibandEndpoint == "" {
+		t.Errorf("suspending: status %s endpoint %q, want Running with its endpoint while agent-sandbox still reports the pod Ready", st.Phase, st.CalibandEndpoint)
+	}
+	if len(f.events.events) != 0 {
+		t.Errorf("suspending: Events %v, want none before the Sandbox is suspended", f.events.events)
+	}
+
+	// agent-sandbox suspends it: now the task is Suspended.
+	f.sandboxAnswers()
+	tk = f.feedTask(tk)
+	f.resetActions()
+	f.mustSync(c, tk)
+	if diff := cmp.Diff([]string{"patch calibantasks/status fix-bug"}, f.writes()); diff != "" {
+		t.Errorf("suspended: writes (-want +got):\n%s", diff)
+	}
 	st := lastStatus(t, f)
 	ready := readyOf(st)
 	if st.Phase != calibanv1alpha1.TaskSuspended || ready == nil || ready.Status != metav1.ConditionFalse ||
 		ready.Reason != builders.ReasonSuspended || ready.Message != builders.SuspendedMessage {
-		t.Errorf("suspending: status %s with Ready %+v, want Suspended, Ready=False %s %q", st.Phase, ready, builders.ReasonSuspended, builders.SuspendedMessage)
+		t.Errorf("suspended: status %s with Ready %+v, want Suspended, Ready=False %s %q", st.Phase, ready, builders.ReasonSuspended, builders.SuspendedMessage)
 	}
 	if st.CalibandEndpoint != "" {
-		t.Errorf("suspending: calibandEndpoint %q, want none", st.CalibandEndpoint)
+		t.Errorf("suspended: calibandEndpoint %q, want none", st.CalibandEndpoint)
 	}
 	if st.SandboxRef == nil || st.SandboxRef.Name != "fix-bug-sbx" {
-		t.Errorf("suspending: sandboxRef %+v, want fix-bug-sbx kept", st.SandboxRef)
+		t.Errorf("suspended: sandboxRef %+v, want fix-bug-sbx kept", st.SandboxRef)
 	}
 	if !st.StartTime.Equal(start) || st.CompletionTime != nil {
-		t.Errorf("suspending: startTime %v completionTime %v, want startTime %v kept and no completion", st.StartTime, st.CompletionTime, start)
+		t.Errorf("suspended: startTime %v completionTime %v, want startTime %v kept and no completion", st.StartTime, st.CompletionTime, start)
 	}
 	want := []recordedEvent{{corev1.EventTypeNormal, EventPhaseChanged, "Running → Suspended"}}
 	if diff := cmp.Diff(want, f.events.events, allowUnexported); diff != "" {
-		t.Errorf("suspending: Events (-want +got):\n%s", diff)
+		t.Errorf("suspended: Events (-want +got):\n%s", diff)
 	}
 
-	// agent-sandbox suspends it; the next syncs have nothing to do.
-	f.sandboxAnswers()
+	// The next syncs have nothing to do.
 	tk = f.feedTask(tk)
 	for pass := 1; pass <= 2; pass++ {
 		f.resetActions()
@@ -561,6 +575,11 @@ func TestTheActiveDeadline(t *testing.T) {
 		if after := f.mustSync(c, tk); after != 40*time.Minute {
 			t.Errorf("requeue after %s, want the 40m0s left", after)
 		}
+		f.sandboxAnswers()
+		tk = f.feedTask(tk)
+		if after := f.mustSync(c, tk); after != 40*time.Minute {
+			t.Errorf("once suspended: requeue after %s, want the 40m0s left", after)
+		}
 		if st := lastStatus(t, f); st.Phase != calibanv1alpha1.TaskSuspended {
 			t.Errorf("phase %s, want Suspended", st.Phase)
 		}
@@ -611,6 +630,27 @@ func TestTheActiveDeadline(t *testing.T) {
 			if tc.late {
 				tk = f.edit(tk, "prospero", settled(builders.SettledSucceeded, "", deadline.Add(time.Minute)))
 			}
+			// The deadline suspends the Sandbox; the task is Running until
+			// agent-sandbox has suspended it.
+			if after := f.mustSync(c, tk); after != 0 {
+				t.Errorf("requeue after %s, want none", after)
+			}
+			if diff := cmp.Diff([]string{"patch sandboxes fix-bug-sbx"}, f.writes()); diff != "" {
+				t.Errorf("writes (-want +got):\n%s", diff)
+			}
+			if got := sandboxMode(t, f.lastSandboxApply()); got != string(sandboxv1beta1.OperatingModeSuspended) {
+				t.Errorf("Sandbox applied with operatingMode %q, want Suspended", got)
+			}
+			if st, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metaGet); err != nil || st.Status.Phase != calibanv1alpha1.TaskRunning {
+				t.Errorf("before agent-sandbox suspended the Sandbox: %v, phase %v, want Running", err, st.Status.Phase)
+			}
+			if len(f.events.events) != 0 {
+				t.Errorf("before agent-sandbox suspended the Sandbox: Events %v, want none", f.events.events)
+			}
+
+			f.sandboxAnswers()
+			tk = f.feedTask(tk)
+			f.resetActions()
 			if after := f.mustSync(c, tk); after != 0 {
 				t.Errorf("requeue after %s, want none", after)
 			}
@@ -623,11 +663,8 @@ func TestTheActiveDeadline(t *testing.T) {
 			if st.CompletionTime == nil || !st.CompletionTime.Time.Equal(deadline) {
 				t.Errorf("completionTime %v, want startTime + 3600s = %v", st.CompletionTime, deadline)
 			}
-			if diff := cmp.Diff([]string{"patch calibantasks/status fix-bug", "patch sandboxes fix-bug-sbx"}, f.writes()); diff != "" {
+			if diff := cmp.Diff([]string{"patch calibantasks/status fix-bug"}, f.writes()); diff != "" {
 				t.Errorf("writes (-want +got):\n%s", diff)
-			}
-			if got := sandboxMode(t, f.lastSandboxApply()); got != string(sandboxv1beta1.OperatingModeSuspended) {
-				t.Errorf("Sandbox applied with operatingMode %q, want Suspended", got)
 			}
 			want := []recordedEvent{
 				{corev1.EventTypeNormal, EventPhaseChanged, "Running → Failed"},
@@ -639,7 +676,6 @@ func TestTheActiveDeadline(t *testing.T) {
 
 			// Once: the next sync, with all that in the caches, neither
 			// writes nor records anything.
-			f.sandboxAnswers()
 			tk = f.feedTask(tk)
 			f.resetActions()
 			f.clock.Step(10 * time.Minute)

@@ -114,3 +114,14 @@ func (c *TaskController) applySandbox(ctx context.Context, desired *sandboxv1bet
 		VersionedParams(&sandboxApplyOptions, sandboxParameterCodec).
 		Body(body).Do(ctx).Error()
 }
+
+// getSandbox reads one Sandbox from the server: the rare apply over an
+// existing Sandbox needs what the cache's view does not keep (its spec).
+func (c *TaskController) getSandbox(ctx context.Context, namespace, name string) (*sandboxv1beta1.Sandbox, error) {
+	sb := &sandboxv1beta1.Sandbox{}
+	err := c.sandboxClient.Get().Namespace(namespace).Resource(builders.SandboxResource).Name(name).Do(ctx).Into(sb)
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}

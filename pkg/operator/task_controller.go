@@ -74,8 +74,12 @@ type TaskController struct {
 	sandboxes       cache.Store
 	sandboxAPI      SandboxAPI
 	settings        builders.AgentSettings
-	recorder        Recorder
-	clock           clock.PassiveClock
+	// fingerprint names how settings render children
+	// (builders.RenderingFingerprint); children stamped with another are
+	// kept as they are.
+	fingerprint string
+	recorder    Recorder
+	clock       clock.PassiveClock
 	// taskDrainTimeout bounds a deleted task's drain
 	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
 	taskDrainTimeout time.Duration
@@ -120,6 +124,11 @@ func NewTaskController(
 		// The setting's default; cmd sets what the environment says.
 		taskDrainTimeout: builders.DefaultTaskDrainTimeout,
 	}
+	fingerprint, err := builders.RenderingFingerprint(settings)
+	if err != nil {
+		return nil, err
+	}
+	c.fingerprint = fingerprint
 	c.loop = newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics, c.awaitsRunning)
 	c.sync = c.syncTask
 	c.synced = []cache.InformerSynced{
@@ -537,7 +546,9 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		}
 	}
 
-	if v := c.cachedView(c.networkPolicies, task.Namespace, builders.NetworkPolicyName(task.Name)); v == nil || v.Holds != hashes.networkPolicy {
+	// A NetworkPolicy rendered under other settings is kept: its ports are
+	// the ones the task's pod listens on.
+	if v := c.cachedView(c.networkPolicies, task.Namespace, builders.NetworkPolicyName(task.Name)); v == nil || (v.Holds != hashes.networkPolicy && !v.keptFrom(c.fingerprint)) {
 		d, err := render()
 		if err != nil {
 			return nil, false, err
@@ -552,16 +563,37 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return nil, true, nil
 	}
 	current := c.liveSandbox(task)
-	if current != nil && current.Holds == hashes.sandbox && liveMode(current.OperatingMode) == mode {
+	// A Sandbox rendered under other settings or by another version is
+	// kept (ADR 0015): only its operatingMode follows the lifecycle.
+	kept := current != nil && current.Holds != hashes.sandbox && current.keptFrom(c.fingerprint)
+	if current != nil && (current.Holds == hashes.sandbox || kept) && liveMode(current.OperatingMode) == mode {
 		return current.sandbox(), false, nil
 	}
-	d, err := render()
-	if err != nil {
-		return nil, false, err
+	var desired *sandboxv1beta1.Sandbox
+	if current != nil {
+		// What agent-sandbox keeps immutable (volumeClaimTemplates) comes
+		// from the Sandbox as it is, and so does everything else of a kept
+		// one: an apply over an existing Sandbox is never refused for a
+		// change the operator made to itself.
+		live, err := c.getSandbox(ctx, task.Namespace, current.Name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, false, fmt.Errorf("reading Sandbox %s: %w", current.Name, err)
+		}
+		if live != nil && metav1.IsControlledBy(live, task) {
+			if desired, err = c.overLive(task, pin, live, render); err != nil {
+				return nil, false, err
+			}
+		}
 	}
-	desired := d.sandbox
+	if desired == nil {
+		d, err := render()
+		if err != nil {
+			return nil, false, err
+		}
+		desired = d.sandbox
+	}
 	desired.Spec.OperatingMode = mode
-	logger.V(4).Info("Applying Sandbox", "name", desired.Name)
+	logger.V(4).Info("Applying Sandbox", "name", desired.Name, "kept", kept)
 	err = c.applySandbox(ctx, desired)
 	if apierrors.IsNotFound(err) {
 		return nil, true, nil
@@ -570,12 +602,46 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.Name, err)
 	}
 	// The apply changed the spec, never the status agent-sandbox writes:
-	// the task reads the status it had (none for a new Sandbox), and the
-	// informer brings whatever comes next.
+	// the task reads the status it had (none for a new Sandbox) with the
+	// mode the server just accepted, and the informer brings whatever
+	// comes next.
+	var applied *sandboxv1beta1.Sandbox
 	if current == nil {
-		return &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}, false, nil
+		applied = &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}
+		applied.Spec.PodTemplate.Spec.Containers = desired.Spec.PodTemplate.Spec.Containers
+	} else {
+		applied = current.sandbox()
 	}
-	return current.sandbox(), false, nil
+	applied.Spec.OperatingMode = mode
+	return applied, false, nil
+}
+
+// overLive is the Sandbox to apply over live, the task's Sandbox as the
+// server has it. One rendered by this operator's settings and version gets
+// the rendering, with live's volumeClaimTemplates (equal unless the CRD
+// defaulted something in them, which must not count as a change). A kept
+// one gets its own spec back: the apply then changes nothing but what the
+// caller sets (the operatingMode), and claims nothing the operator did not
+// own, its labels and annotations being the operator's own keys.
+func (c *TaskController) overLive(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, live *sandboxv1beta1.Sandbox, render func() (*desiredChildren, error)) (*sandboxv1beta1.Sandbox, error) {
+	if c.renderedBy(live) == c.fingerprint {
+		d, err := render()
+		if err != nil {
+			return nil, err
+		}
+		desired := d.sandbox.DeepCopy()
+		desired.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
+		return desired, nil
+	}
+	kept := builders.BuildSandbox(task, pin, c.settings)
+	kept.Annotations = map[string]string{}
+	for _, key := range []string{AnnotationAppliedHash, AnnotationRenderedBy} {
+		if v, ok := live.Annotations[key]; ok {
+			kept.Annotations[key] = v
+		}
+	}
+	kept.Spec = *live.Spec.DeepCopy()
+	return kept, nil
 }
 
 // liveMode is a Sandbox's operatingMode as agent-sandbox reads it: unset

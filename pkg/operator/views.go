@@ -42,10 +42,21 @@ type childView struct {
 	// deadline: the clock), the rest follows spec and pin, and only the
 	// rest is hashed.
 	OperatingMode sandboxv1beta1.OperatingMode
+	// RenderedBy is the child's rendered-by annotation: which settings and
+	// operator version rendered it ("" for a child of a version before the
+	// annotation).
+	RenderedBy string
+	// CalibandPort is the control port of a Sandbox's caliband container,
+	// where the task's endpoint is (0 when it has none).
+	CalibandPort int32
 }
 
+// keptFrom reports that the child was rendered under other settings or by
+// another operator version than fingerprint, so it is kept as it is.
+func (v *childView) keptFrom(fingerprint string) bool { return v.RenderedBy != fingerprint }
+
 func (v *childView) DeepCopyObject() runtime.Object {
-	out := &childView{TypeMeta: v.TypeMeta, Holds: v.Holds, OperatingMode: v.OperatingMode}
+	out := &childView{TypeMeta: v.TypeMeta, Holds: v.Holds, OperatingMode: v.OperatingMode, RenderedBy: v.RenderedBy, CalibandPort: v.CalibandPort}
 	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if v.SandboxStatus != nil {
 		out.SandboxStatus = v.SandboxStatus.DeepCopy()
@@ -53,14 +64,30 @@ func (v *childView) DeepCopyObject() runtime.Object {
 	return out
 }
 
-// sandbox is a Sandbox view as the status derivation reads it: its name
-// and status.
+// sandbox is a Sandbox view as the status derivation reads it: its name,
+// the operatingMode agent-sandbox accepted, caliband's port and the status.
 func (v *childView) sandbox() *sandboxv1beta1.Sandbox {
 	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace}}
+	sb.Spec.OperatingMode = liveMode(v.OperatingMode)
+	if v.CalibandPort != 0 {
+		sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: builders.ContainerCaliband,
+			Ports: []corev1.ContainerPort{{Name: builders.PortNameCaliband, ContainerPort: v.CalibandPort}}}}
+	}
 	if v.SandboxStatus != nil {
 		sb.Status = *v.SandboxStatus
 	}
 	return sb
+}
+
+// renderedBy is the child's rendered-by annotation, sharing the
+// fingerprint's string when it is the same: every child of a fleet carries
+// the same few values, and the caches keep one copy of each.
+func (c *TaskController) renderedBy(obj metav1.Object) string {
+	v := obj.GetAnnotations()[AnnotationRenderedBy]
+	if v == c.fingerprint {
+		return c.fingerprint
+	}
+	return v
 }
 
 // compactMeta keeps of an object's metadata what the task controller reads:
@@ -96,9 +123,9 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 		}
 		return v, nil
 	case *networkingv1.NetworkPolicy:
-		v := &childView{ObjectMeta: compactMeta(o)}
+		v := &childView{ObjectMeta: compactMeta(o), RenderedBy: c.renderedBy(o)}
 		if task := c.ownerTask(o); task != nil {
-			if want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings, c.hashes.partial(task).networkPolicy); err == nil {
+			if want, hash, err := desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, c.settings, c.fingerprint, c.hashes.partial(task).networkPolicy); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.networkPolicy = hash })
 				if upToDate(o, want, hash) {
 					v.Holds = hash
@@ -110,11 +137,12 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 		// A copy: a pointer into o would keep all of o, pod template and
 		// all, alive for as long as the view.
 		status := o.Status
-		v := &childView{ObjectMeta: compactMeta(o), SandboxStatus: &status, OperatingMode: o.Spec.OperatingMode}
+		v := &childView{ObjectMeta: compactMeta(o), SandboxStatus: &status, OperatingMode: o.Spec.OperatingMode,
+			RenderedBy: c.renderedBy(o), CalibandPort: builders.CalibandPortOf(&o.Spec.PodTemplate.Spec)}
 		if task := c.ownerTask(o); task != nil {
 			// Hashing the rendered Sandbox costs more than rendering it; the
 			// hash is taken once per version of the task.
-			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings, c.hashes.partial(task).sandbox); err == nil {
+			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings, c.fingerprint, c.hashes.partial(task).sandbox); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.sandbox = hash })
 				// A watch decodes objects without their kind, which the
 				// comparison must not ask for then.
@@ -256,10 +284,10 @@ func (c *TaskController) renderChildren(task *calibanv1alpha1.CalibanTask, pin *
 	if d.serviceAccount, d.hashes.serviceAccount, err = desiredServiceAccount(task, ""); err != nil {
 		return nil, err
 	}
-	if d.networkPolicy, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings, ""); err != nil {
+	if d.networkPolicy, d.hashes.networkPolicy, err = desiredNetworkPolicy(task, pin, c.settings, c.fingerprint, ""); err != nil {
 		return nil, err
 	}
-	if d.sandbox, d.hashes.sandbox, err = desiredSandbox(task, pin, c.settings, ""); err != nil {
+	if d.sandbox, d.hashes.sandbox, err = desiredSandbox(task, pin, c.settings, c.fingerprint, ""); err != nil {
 		return nil, err
 	}
 	return d, nil
@@ -302,14 +330,15 @@ func desiredServiceAccount(task *calibanv1alpha1.CalibanTask, known string) (*co
 	return sa.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
 }
 
-// desiredNetworkPolicy is desiredServiceAccount for the NetworkPolicy.
-func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, known string) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
+// desiredNetworkPolicy is desiredServiceAccount for the NetworkPolicy,
+// also stamped with the rendering's fingerprint.
+func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, fingerprint, known string) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
 	np := builders.BuildNetworkPolicy(task, pin, s)
 	hash, err := knownOrHash(known, np)
 	if err != nil {
 		return nil, "", fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
 	}
-	return np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
+	return np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash, AnnotationRenderedBy: fingerprint}), hash, nil
 }
 
 // knownOrHash is the applied hash of desired: known, when the memo had it.
@@ -320,13 +349,14 @@ func knownOrHash(known string, desired any) (string, error) {
 	return appliedHash(desired)
 }
 
-// desiredSandbox is desiredServiceAccount for the Sandbox.
-func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, known string) (*sandboxv1beta1.Sandbox, string, error) {
+// desiredSandbox is desiredNetworkPolicy for the Sandbox.
+func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, fingerprint, known string) (*sandboxv1beta1.Sandbox, string, error) {
 	sb := builders.BuildSandbox(task, pin, s)
 	hash, err := knownOrHash(known, sb)
 	if err != nil {
 		return nil, "", fmt.Errorf("rendering Sandbox %s: %w", sb.Name, err)
 	}
 	sb.Annotations = withHash(sb.Annotations, hash)
+	sb.Annotations[AnnotationRenderedBy] = fingerprint
 	return sb, hash, nil
 }
