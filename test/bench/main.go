@@ -6,7 +6,13 @@
 //
 // Environment:
 //
-//	BENCH_N                tasks in the burst (default 1000)
+//	BENCH_AGENT_SANDBOX    "real" sends the burst through agent-sandbox's own
+//	                       controller (v1.0.3, real pods on kwok nodes) and
+//	                       reports the stages of each task's start from its
+//	                       objects' timestamps, burst only; unset or
+//	                       "stand-in" is the kwok Stage that plays it
+//	BENCH_N                tasks in the burst (default 1000; 300 with
+//	                       BENCH_AGENT_SANDBOX=real)
 //	BENCH_PACED            tasks of the paced phase (default 300)
 //	BENCH_PACED_RATE       their arrival rate per second (default 50)
 //	BENCH_RESULTS_DIR      where the results go (default test/bench/results)
@@ -43,6 +49,13 @@ func run() error {
 	cfg := harness.Config{
 		OperatorBinary: filepath.Join(root, "bin", "caliban-operator"),
 		ResultsDir:     filepath.Join(root, "test", "bench", "results"),
+	}
+	switch v := os.Getenv("BENCH_AGENT_SANDBOX"); v {
+	case "", "stand-in":
+	case "real":
+		cfg.RealAgentSandbox = true
+	default:
+		return fmt.Errorf("BENCH_AGENT_SANDBOX %q is neither \"real\" nor \"stand-in\"", v)
 	}
 	if cfg.N, err = intEnv("BENCH_N"); err != nil {
 		return err

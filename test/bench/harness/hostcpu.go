@@ -22,7 +22,7 @@ type hostCPU struct {
 // benchProcesses are the command names (/proc/<pid>/comm, at most 15
 // bytes) worth a row; everything else is summed under "other". The
 // operator's row is operatorKey, whatever its binary is called.
-var benchProcesses = []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "bench"}
+var benchProcesses = []string{"etcd", "kube-apiserver", "kube-controller", "kube-scheduler", "kwok", "bench", "agent-sandbox"}
 
 const operatorKey = "caliban-operator"
 

@@ -34,6 +34,8 @@ type Result struct {
 	Profiles             []string
 
 	schemas []flowSchema
+	// real is the stages of a run through agent-sandbox's controller.
+	real    realResult
 	ceiling ceiling
 	burst   phaseResult
 	paced   phaseResult
@@ -219,9 +221,13 @@ func format(v float64) string {
 }
 
 func (r *Result) table() string {
+	rows := r.rows
+	if r.Config.RealAgentSandbox {
+		rows = r.realRows
+	}
 	var sb strings.Builder
 	sb.WriteString("| Phase | Measure | Value | Unit |\n|---|---|---:|---|\n")
-	for _, row := range r.rows() {
+	for _, row := range rows() {
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", row.phase, row.measure, format(row.value), row.unit)
 	}
 	return sb.String()
@@ -231,8 +237,15 @@ func (r *Result) table() string {
 // burst, in total over the steady window and the cold start.
 func (r *Result) breakdown(schemas []flowSchema) string {
 	n := float64(r.Config.N)
+	// A real run has no steady window or cold start: their columns would
+	// read 0 as if measured.
+	burstOnly := r.Config.RealAgentSandbox
 	var sb strings.Builder
-	sb.WriteString("| Verb | Resource | Burst, per task | Steady window | Cold start |\n|---|---|---:|---:|---:|\n")
+	if burstOnly {
+		sb.WriteString("| Verb | Resource | Burst, per task |\n|---|---|---:|\n")
+	} else {
+		sb.WriteString("| Verb | Resource | Burst, per task | Steady window | Cold start |\n|---|---|---:|---:|---:|\n")
+	}
 	sorted := slices.Clone(schemas)
 	slices.SortStableFunc(sorted, func(a, b flowSchema) int {
 		return cmp.Compare(r.burst.apf.bySchema[b.name], r.burst.apf.bySchema[a.name])
@@ -245,6 +258,10 @@ func (r *Result) breakdown(schemas []flowSchema) string {
 		res := fs.resource
 		if res == "" {
 			res = "*"
+		}
+		if burstOnly {
+			fmt.Fprintf(&sb, "| %s | %s | %s |\n", fs.verb, res, format(bu/n))
+			continue
 		}
 		fmt.Fprintf(&sb, "| %s | %s | %s | %s | %s |\n", fs.verb, res, format(bu/n), format(st), format(co))
 	}
@@ -318,10 +335,18 @@ func (r *Result) write() error {
 	if err := r.plot(r.Plot); err != nil {
 		return fmt.Errorf("plotting: %w", err)
 	}
+	real := r.Config.RealAgentSandbox
 	var sb strings.Builder
-	fmt.Fprintf(&sb, "# caliban-operator benchmark: %d tasks\n\nRun %s.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339))
+	if real {
+		fmt.Fprintf(&sb, "# caliban-operator benchmark: %d tasks through agent-sandbox's controller\n\nRun %s. Only the burst was run (BENCH_AGENT_SANDBOX=real): no ceiling, paced, steady-state, cold-start or bare-client phase, and no profiles.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339))
+	} else {
+		fmt.Fprintf(&sb, "# caliban-operator benchmark: %d tasks\n\nRun %s.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339))
+	}
 	sb.WriteString(r.Table)
 	sb.WriteString("\n![Tasks Running over time during the burst; CDF of create → Running](" + filepath.Base(r.Plot) + ")\n")
+	if real && r.real.stages.Skipped > 0 {
+		fmt.Fprintf(&sb, "\n%d task(s) were left out of the stages; the first: %s.\n", r.real.stages.Skipped, r.real.stages.Problem)
+	}
 	sb.WriteString("\n## The operator's requests on the apiserver, by verb and resource\n\n")
 	sb.WriteString(r.breakdown(r.schemas))
 	sb.WriteString("\n## Where the machine's CPU went during the burst\n\n")
@@ -334,7 +359,11 @@ func (r *Result) write() error {
 		sb.WriteString("- " + m + "\n")
 	}
 	sb.WriteString("\n## How each figure is measured\n\n")
-	sb.WriteString(r.method())
+	if real {
+		sb.WriteString(r.realMethod())
+	} else {
+		sb.WriteString(r.method())
+	}
 	if len(r.Profiles) > 0 {
 		sb.WriteString("\n## Profiles\n\n")
 		for _, p := range r.Profiles {
@@ -347,8 +376,13 @@ func (r *Result) write() error {
 		return err
 	}
 	// latest.md is the same report under a fixed name; its image link
-	// names the run's own plot.
-	r.Latest = filepath.Join(r.Config.ResultsDir, "latest.md")
+	// names the run's own plot. A real run has a latest of its own, so
+	// that latest.md stays comparable from run to run.
+	latest := "latest.md"
+	if real {
+		latest = "latest-real.md"
+	}
+	r.Latest = filepath.Join(r.Config.ResultsDir, latest)
 	return os.WriteFile(r.Latest, []byte(r.Markdown), 0o644)
 }
 

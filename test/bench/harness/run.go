@@ -76,6 +76,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	stamp := time.Now().UTC()
 	res = &Result{Config: cfg, Stamp: stamp, Stem: fmt.Sprintf("%s-n%d", stamp.Format("20060102T150405Z"), cfg.N)}
+	if cfg.RealAgentSandbox {
+		res.Stem += "-real"
+	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -92,12 +95,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		_ = os.RemoveAll(b.tmp)
 	}()
 
-	if b.floorBinary, err = buildFloor(ctx, b.tmp); err != nil {
+	opts := framework.Options{ImmediateSandbox: true}
+	if cfg.RealAgentSandbox {
+		opts = framework.Options{RealAgentSandbox: true}
+	} else if b.floorBinary, err = buildFloor(ctx, b.tmp); err != nil {
 		return nil, err
 	}
 	b.logf("starting a kwokctl cluster")
 	started := time.Now()
-	b.cluster, err = framework.StartWithOptions(ctx, framework.Options{ImmediateSandbox: true})
+	b.cluster, err = framework.StartWithOptions(ctx, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -107,6 +113,17 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 	}()
 	b.logf("cluster %s up in %s", b.cluster.Name, time.Since(started).Round(time.Millisecond))
+	if cfg.RealAgentSandbox {
+		// One volume per task, of the size the operator's claims ask for
+		// by default, so that binding waits for the controller-manager and
+		// never for a missing volume.
+		storage := builders.DefaultAgentSettings().WorkspaceStorage
+		size := storage.String()
+		if err := b.cluster.ProvideVolumes(ctx, "bench", cfg.N, size); err != nil {
+			return nil, err
+		}
+		b.logf("%d PersistentVolumes of %s provided", cfg.N, size)
+	}
 	cfgCopy := rest.CopyConfig(b.cluster.Config)
 	cfgCopy.QPS, cfgCopy.Burst = -1, 0 // no client-side rate limit at all
 	if b.admin, err = kubernetes.NewForConfig(cfgCopy); err != nil {
@@ -120,7 +137,11 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	res.Machine = machine(ctx, b.cluster.Root, b.cfg.OperatorBinary, b.admin)
 
-	if err := b.run(ctx, res); err != nil {
+	runPhases := b.run
+	if cfg.RealAgentSandbox {
+		runPhases = b.runReal
+	}
+	if err := runPhases(ctx, res); err != nil {
 		return nil, err
 	}
 	if err := res.write(); err != nil {
@@ -388,13 +409,18 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 	}
 
 	// The CPU profile runs alongside the burst; the pprof endpoint is
-	// optional, so a failure is reported, not fatal.
+	// optional, so a failure is reported, not fatal. A real run takes
+	// none: its question is where the start's time goes, not the
+	// operator's code.
+	profiles := !cfg.RealAgentSandbox
 	cpuPath := filepath.Join(cfg.ResultsDir, res.Stem+"-cpu.pprof")
 	profileDone := make(chan error, 1)
-	go func() {
-		secs := int(cfg.CPUProfile.Seconds())
-		profileDone <- op.profile(ctx, "profile", "seconds="+strconv.Itoa(secs), cpuPath, cfg.CPUProfile+30*time.Second)
-	}()
+	if profiles {
+		go func() {
+			secs := int(cfg.CPUProfile.Seconds())
+			profileDone <- op.profile(ctx, "profile", "seconds="+strconv.Itoa(secs), cpuPath, cfg.CPUProfile+30*time.Second)
+		}()
+	}
 
 	names := taskNames("t", cfg.N)
 	sent, err := b.createTasks(ctx, benchNamespace, names, float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency)
@@ -419,9 +445,11 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 	if err != nil {
 		return err
 	}
-	heapPath := filepath.Join(cfg.ResultsDir, res.Stem+"-heap.pprof")
-	b.keepProfile(res, "heap profile", heapPath, op.profile(ctx, "heap", "", heapPath, 30*time.Second))
-	b.keepProfile(res, "CPU profile", cpuPath, <-profileDone)
+	if profiles {
+		heapPath := filepath.Join(cfg.ResultsDir, res.Stem+"-heap.pprof")
+		b.keepProfile(res, "heap profile", heapPath, op.profile(ctx, "heap", "", heapPath, 30*time.Second))
+		b.keepProfile(res, "CPU profile", cpuPath, <-profileDone)
+	}
 
 	toCreated, toReady := obs.sandboxTimes(names, sent)
 	res.burst = phaseResult{
