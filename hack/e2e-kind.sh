@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # End-to-end run on kind with the real agent-sandbox controller, for machines
-# with a Docker engine and network access (the kwokctl test bed covers the
-# same paths with a stand-in everywhere else):
+# with a Docker engine and network access (make test runs the same
+# controller, built from its module, on the kwokctl test bed everywhere else):
 #   1. create a kind cluster (kind itself comes from the Go module proxy);
 #   2. build the operator image and load it into the cluster;
-#   3. install agent-sandbox's published release manifests;
+#   3. install agent-sandbox's published release manifests (v1.0.3, the
+#      reference; its controller must be given only flags v1.0 accepts: the
+#      webhook flags of v0.5.x stop it from starting);
 #   4. install the operator (make deploy) with that image;
 #   5. apply the samples with a freshly generated session-plane certificate
 #      and wait for the sample task to reach Running with an endpoint.
@@ -19,12 +21,12 @@ if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then
   echo "The same scenarios run on the kwokctl test bed with: make test" >&2
   exit 1
 fi
-for tool in kubectl openssl; do
+for tool in kubectl openssl curl; do
   command -v "${tool}" >/dev/null || { echo "make e2e-kind needs ${tool} on PATH" >&2; exit 1; }
 done
 
 KIND_VERSION=${KIND_VERSION:-v0.33.0}
-AGENT_SANDBOX_VERSION=${AGENT_SANDBOX_VERSION:-v0.5.6}
+AGENT_SANDBOX_VERSION=${AGENT_SANDBOX_VERSION:-v1.0.3}
 AGENT_SANDBOX_MANIFEST=${AGENT_SANDBOX_MANIFEST:-https://github.com/kubernetes-sigs/agent-sandbox/releases/download/${AGENT_SANDBOX_VERSION}/manifest.yaml}
 CLUSTER=${CLUSTER:-caliban-e2e}
 IMAGE=${IMAGE:-caliban-operator:e2e}
@@ -42,7 +44,14 @@ kind create cluster --name "${CLUSTER}" --kubeconfig "${KUBECONFIG}" --wait 120s
 make image IMAGE="${IMAGE}"
 kind load docker-image "${IMAGE}" --name "${CLUSTER}"
 
-kubectl apply --server-side -f "${AGENT_SANDBOX_MANIFEST}"
+curl -fsSL -o "${workdir}/agent-sandbox.yaml" "${AGENT_SANDBOX_MANIFEST}"
+# v1.0 removed the conversion webhook and its flags; a manifest that still
+# passes one would leave the controller crash-looping, so say so up front.
+if grep -nE -- '--(enable-webhook|webhook-[a-z-]+|manage-webhook-certs)' "${workdir}/agent-sandbox.yaml"; then
+  echo "${AGENT_SANDBOX_MANIFEST} passes webhook flags, which agent-sandbox v1.0 refuses" >&2
+  exit 1
+fi
+kubectl apply --server-side -f "${workdir}/agent-sandbox.yaml"
 kubectl wait --for condition=Established --timeout 120s crd/sandboxes.agents.x-k8s.io
 kubectl -n agent-sandbox-system wait --for condition=Available --timeout 180s deployment --all
 
