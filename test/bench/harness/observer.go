@@ -32,11 +32,15 @@ type observer struct {
 	// failed holds tasks seen Failed, with their message: a task that
 	// fails will never run, and the wait says why at once.
 	failed map[string]string
+	// readyLost counts, per Sandbox, the times it was seen not Ready after
+	// it had been seen Ready: a controller whose Ready flaps moves the
+	// condition's lastTransitionTime past the moment the task ran.
+	readyLost map[string]int
 }
 
 // observe starts both watches and returns once both are established.
 func (b *bench) observe(ctx context.Context, ns string) (*observer, error) {
-	o := &observer{running: map[string]time.Time{}, ready: map[string]time.Time{}, created: map[string]time.Time{}, failed: map[string]string{}}
+	o := &observer{running: map[string]time.Time{}, ready: map[string]time.Time{}, created: map[string]time.Time{}, failed: map[string]string{}, readyLost: map[string]int{}}
 
 	tasks := b.caliban.CalibanV1alpha1().CalibanTasks(ns)
 	list, err := tasks.List(ctx, metav1.ListOptions{Limit: 1})
@@ -103,8 +107,12 @@ func (b *bench) observe(ctx context.Context, ns string) (*observer, error) {
 			if _, seen := o.created[u.GetName()]; !seen {
 				o.created[u.GetName()] = now
 			}
-			if _, seen := o.ready[u.GetName()]; !seen && sandboxReady(u) {
+			_, seen := o.ready[u.GetName()]
+			switch ready := sandboxReady(u); {
+			case !seen && ready:
 				o.ready[u.GetName()] = now
+			case seen && !ready && ev.Type != watch.Deleted:
+				o.readyLost[u.GetName()]++
 			}
 			o.mu.Unlock()
 		}
@@ -214,4 +222,18 @@ func (o *observer) sandboxTimes(names []string, sent []time.Time) (toCreated, to
 		}
 	}
 	return toCreated, toReady
+}
+
+// sandboxesThatLostReady is how many of the named tasks' Sandboxes were
+// seen not Ready after they had been seen Ready, and how many times in all.
+func (o *observer) sandboxesThatLostReady(names []string) (sandboxes, times int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, n := range names {
+		if k := o.readyLost[builders.SandboxName(n)]; k > 0 {
+			sandboxes++
+			times += k
+		}
+	}
+	return sandboxes, times
 }

@@ -21,6 +21,9 @@ type realResult struct {
 	stages stageSamples
 	// nodes is how many nodes the pods could go to.
 	nodes int
+	// lostReady Sandboxes were seen not Ready after they had been seen
+	// Ready, lostReadyTimes times in all.
+	lostReady, lostReadyTimes int
 }
 
 // runReal is the run with BENCH_AGENT_SANDBOX=real: only the burst, at
@@ -78,12 +81,16 @@ func (b *bench) runReal(ctx context.Context, res *Result) error {
 		}
 		return fmt.Errorf("burst: %w", err)
 	}
+	res.real.lostReady, res.real.lostReadyTimes = obs.sandboxesThatLostReady(res.burst.names)
 	b.logf("2/2 reading the stages from the objects")
 	if res.real.stages, err = b.readStages(ctx, benchNamespace, res.burst.names); err != nil {
 		return err
 	}
 	if s := res.real.stages; s.Skipped > 0 {
 		b.logf("  %d task(s) left out of the stages: %s", s.Skipped, s.Problem)
+	}
+	if s := res.real.stages; s.Unsplit > 0 {
+		b.logf("  %d task(s) not split at the Sandbox's Ready: %s", s.Unsplit, s.SplitProblem)
 	}
 	return op.Stop()
 }
@@ -138,14 +145,24 @@ func (r *Result) realRows() []row {
 	bu, st := r.burst, r.real.stages
 	burst := fmt.Sprintf("burst of %d", r.Config.N)
 	objs := "stages (object timestamps, 1 s resolution)"
-	host := hostDelta(bu.before.host, bu.after.host, bu.after.at.Sub(bu.before.at))
+	wall := bu.after.at.Sub(bu.before.at)
+	host := hostDelta(bu.before.host, bu.after.host, wall)
 	counted := float64(len(st.Total))
+	// The processes read at both ends of the burst do not hold all the
+	// machine's busy time: what short-lived processes (builds and tests of
+	// whoever else uses the machine) took is the rest.
+	var seen time.Duration
+	for _, d := range host.byProcess {
+		seen += d
+	}
+	elsewhere := host.busyPercent/100*host.cores*wall.Seconds() - seen.Seconds()
 	rows := []row{
 		{burst, "creates sent in", bu.createsTook.Seconds(), "s"},
 		{burst, "throughput, first create sent → last Running seen", bu.throughput(), "tasks/s"},
 		{burst, "create → Running p50 (watch)", percentile(bu.createToRunning(), 50) / 1000, "s"},
 		{burst, "create → Running p99 (watch)", percentile(bu.createToRunning(), 99) / 1000, "s"},
 		{burst, "machine busy (all cores)", host.busyPercent, "%"},
+		{burst, "machine CPU of processes that came and went (other work on the machine)", max(elsewhere, 0), "s"},
 		{burst, "kube-apiserver CPU per task (the machine's speed)", ms(host.byProcess["kube-apiserver"]) / n, "ms"},
 		{burst, "agent-sandbox controller CPU per task", ms(host.byProcess["agent-sandbox"]) / n, "ms"},
 		{burst, "operator CPU per task", ms(bu.after.cpu-bu.before.cpu) / n, "ms"},
@@ -159,6 +176,9 @@ func (r *Result) realRows() []row {
 		{burst, "Sandbox Ready seen → task Running seen p99 (watch; the operator)", percentile(bu.readyToRunning, 99), "ms"},
 		{objs, "tasks counted", counted, "tasks"},
 		{objs, "tasks left out (a stamp missing or out of order)", float64(st.Skipped), "tasks"},
+		{objs, "tasks not split at the Sandbox's Ready (its Ready transition not between pod Ready and task Running)", float64(st.Unsplit), "tasks"},
+		{objs, "Sandboxes seen losing Ready after they had it (watch)", float64(r.real.lostReady), "Sandboxes"},
+		{objs, "… times in all", float64(r.real.lostReadyTimes), "times"},
 		{objs, "throughput, first task created → last task Running", st.throughput(), "tasks/s"},
 	}
 	stage := func(what string, ds []time.Duration) {
@@ -187,9 +207,9 @@ func (r *Result) realMethod() string {
 - **Phases**: only the burst. The ceiling, paced, steady-state, cold-start and bare-client phases of the stand-in mode are not run: they would more than double the run, and the operator sends the same requests per task whichever controller makes its Sandboxes Ready.
 - **Operator**: the binary of this commit, run as a process with its DEFAULT settings and only what the environment requires, as in the stand-in mode.
 - **Burst**: one Ready Workspace with an existing credentials Secret; %d CalibanTasks created by a client at concurrency %d, paced to spread over %s. Throughput (watch) = N / (last task seen Running − first create sent), seen by the harness's watches as in the stand-in mode (millisecond resolution).
-- **Stages**: once every task is Running and the operator has been quiet for %s, the tasks, Sandboxes and pods are listed once and each task's start is cut at timestamps its objects carry: the task's creationTimestamp; the Sandbox's; the pod's (found by its controller reference to the Sandbox); the pod's PodScheduled condition turning True (set by the binding); the pod's Ready condition turning True (kwok's pod-ready Stage); the Sandbox's Ready condition turning True (agent-sandbox); the task's Ready condition turning True with phase Running (the operator). Kubernetes stores and serves these in whole seconds, truncated, so each stage is off by less than a second either way and a p50 of 0 s means under a second; means are finer, because truncating both ends of an interval does not bias it. Percentiles are nearest-rank. A task with a stamp missing or out of order is left out and counted.
-- **The operator's share**: (mean task created → Sandbox created + mean Sandbox Ready → task Running) / mean task created → task Running. The watch rows give the same two stages at millisecond resolution: create sent → Sandbox first seen, and Sandbox first seen Ready → task first seen Running.
-- **CPU, syncs and requests per task**: as in the stand-in mode, over the burst (before the first create until every task is Running and the operator quiet), divided by N; the machine's CPU by process from /proc, where agent-sandbox's controller has a row of its own.
+- **Stages**: once every task is Running and the operator has been quiet for %s, the tasks, Sandboxes and pods are listed once and each task's start is cut at timestamps its objects carry: the task's creationTimestamp; the Sandbox's; the pod's (found by its controller reference to the Sandbox); the pod's PodScheduled condition turning True (set by the binding); the pod's Ready condition turning True (kwok's pod-ready Stage); the Sandbox's Ready condition turning True (agent-sandbox); the task's Ready condition turning True with phase Running (the operator). Kubernetes stores and serves these in whole seconds, truncated, so each stage is off by less than a second either way and a p50 of 0 s means under a second; means are finer, because truncating both ends of an interval does not bias it. Percentiles are nearest-rank. A task with a stamp missing or out of order is left out and counted. pod Ready → task Running is split at the Sandbox's Ready only where that condition's lastTransitionTime lies between the pod's Ready and the task's Running: it records the last transition, so a Sandbox whose Ready went away and came back after its task ran cannot be split (counted; the harness's Sandbox watch counts the Sandboxes it saw lose Ready after having it).
+- **The operator's share**: (mean task created → Sandbox created + mean Sandbox Ready → task Running, the latter over the tasks that could be split) / mean task created → task Running. The watch rows give the same two stages at millisecond resolution: create sent → Sandbox first seen, and Sandbox first seen Ready → task first seen Running.
+- **CPU, syncs and requests per task**: as in the stand-in mode, over the burst (before the first create until every task is Running and the operator quiet), divided by N; the machine's CPU by process from /proc, where agent-sandbox's controller has a row of its own. Processes are read at both ends of the burst, so what processes that started and ended in between used (another user's builds and tests: the machine is shared) is in the busy time only; the row "machine CPU of processes that came and went" is that remainder.
 - **Profiles**: none are taken in this mode.
 `, r.real.nodes, cfg.N, cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, quietFor)
 }

@@ -35,7 +35,11 @@ type startStamps struct {
 // Scheduling, PodStart and ToRunning follow each other and add up to Total;
 // ToRunning is split again at the Sandbox's Ready into SandboxReady and
 // Running, because the first half is agent-sandbox's work and only the
-// second the operator's.
+// second the operator's. The split needs the Sandbox's Ready transition to
+// lie between the pod's Ready and the task's Running; when it does not
+// (the condition records its last transition, and a Sandbox whose Ready
+// went away and came back after the task ran has a later one), SplitProblem
+// says so and the two halves are zero, but the five stages stand.
 type startStages struct {
 	Operator     time.Duration // task created → Sandbox created: the operator's first sync
 	AgentSandbox time.Duration // Sandbox created → pod created: agent-sandbox
@@ -45,6 +49,7 @@ type startStages struct {
 	SandboxReady time.Duration // pod Ready → Sandbox Ready: agent-sandbox
 	Running      time.Duration // Sandbox Ready → task Running: the operator's second sync
 	Total        time.Duration // task created → task Running
+	SplitProblem string
 }
 
 // stampsOf reads the stamps of a Running task, its Sandbox and the
@@ -113,44 +118,64 @@ func podConditionTrueSince(pod *corev1.Pod, t corev1.PodConditionType) (time.Tim
 // that disagree, and every stage would be suspect: that is an error, not a
 // negative stage.
 func stagesOf(s startStamps) (startStages, error) {
-	order := []struct {
-		name string
-		at   time.Time
-	}{
-		{"task created", s.TaskCreated},
-		{"Sandbox created", s.SandboxCreated},
-		{"pod created", s.PodCreated},
-		{"pod scheduled", s.PodScheduled},
-		{"pod Ready", s.PodReady},
-		{"Sandbox Ready", s.SandboxReady},
-		{"task Running", s.TaskRunning},
+	if err := inOrder(
+		step{"task created", s.TaskCreated},
+		step{"Sandbox created", s.SandboxCreated},
+		step{"pod created", s.PodCreated},
+		step{"pod scheduled", s.PodScheduled},
+		step{"pod Ready", s.PodReady},
+		step{"task Running", s.TaskRunning},
+	); err != nil {
+		return startStages{}, err
 	}
-	for i := 1; i < len(order); i++ {
-		if order[i].at.Before(order[i-1].at) {
-			return startStages{}, fmt.Errorf("%s (%s) is before %s (%s)",
-				order[i].name, order[i].at.Format(time.RFC3339), order[i-1].name, order[i-1].at.Format(time.RFC3339))
-		}
-	}
-	return startStages{
+	st := startStages{
 		Operator:     s.SandboxCreated.Sub(s.TaskCreated),
 		AgentSandbox: s.PodCreated.Sub(s.SandboxCreated),
 		Scheduling:   s.PodScheduled.Sub(s.PodCreated),
 		PodStart:     s.PodReady.Sub(s.PodScheduled),
 		ToRunning:    s.TaskRunning.Sub(s.PodReady),
-		SandboxReady: s.SandboxReady.Sub(s.PodReady),
-		Running:      s.TaskRunning.Sub(s.SandboxReady),
 		Total:        s.TaskRunning.Sub(s.TaskCreated),
-	}, nil
+	}
+	if err := inOrder(step{"pod Ready", s.PodReady}, step{"Sandbox Ready", s.SandboxReady}, step{"task Running", s.TaskRunning}); err != nil {
+		st.SplitProblem = err.Error()
+		return st, nil
+	}
+	st.SandboxReady = s.SandboxReady.Sub(s.PodReady)
+	st.Running = s.TaskRunning.Sub(s.SandboxReady)
+	return st, nil
+}
+
+type step struct {
+	name string
+	at   time.Time
+}
+
+// inOrder fails on the first step that comes before the one ahead of it.
+func inOrder(steps ...step) error {
+	for i := 1; i < len(steps); i++ {
+		if steps[i].at.Before(steps[i-1].at) {
+			return fmt.Errorf("%s (%s) is before %s (%s)",
+				steps[i].name, steps[i].at.Format(time.RFC3339), steps[i-1].name, steps[i-1].at.Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 // stageSamples are the stages of many tasks, one slice per stage, with the
 // tasks whose stamps could not be read counted apart.
 type stageSamples struct {
-	Operator, AgentSandbox, Scheduling, PodStart, ToRunning, SandboxReady, Running, Total []time.Duration
+	Operator, AgentSandbox, Scheduling, PodStart, ToRunning, Total []time.Duration
+	// SandboxReady and Running hold only the tasks whose start could be
+	// split at the Sandbox's Ready.
+	SandboxReady, Running []time.Duration
 	// Skipped tasks had a stamp missing or out of order; Problem is the
 	// first such reason, for the report.
 	Skipped int
 	Problem string
+	// Unsplit tasks count in the five stages but not in the split of pod
+	// Ready → task Running; SplitProblem is the first reason.
+	Unsplit      int
+	SplitProblem string
 	// First and Last are the earliest task creation and the latest task
 	// Running among the tasks counted: the burst's span as the objects
 	// record it.
@@ -179,9 +204,16 @@ func collectStages(stamps []startStamps, errs []error) stageSamples {
 		out.Scheduling = append(out.Scheduling, st.Scheduling)
 		out.PodStart = append(out.PodStart, st.PodStart)
 		out.ToRunning = append(out.ToRunning, st.ToRunning)
-		out.SandboxReady = append(out.SandboxReady, st.SandboxReady)
-		out.Running = append(out.Running, st.Running)
 		out.Total = append(out.Total, st.Total)
+		if st.SplitProblem == "" {
+			out.SandboxReady = append(out.SandboxReady, st.SandboxReady)
+			out.Running = append(out.Running, st.Running)
+		} else {
+			if out.Unsplit == 0 {
+				out.SplitProblem = st.SplitProblem
+			}
+			out.Unsplit++
+		}
 		if out.First.IsZero() || s.TaskCreated.Before(out.First) {
 			out.First = s.TaskCreated
 		}
@@ -209,7 +241,8 @@ func mean(ds []time.Duration) float64 {
 
 // operatorShare is the operator's part of the mean start: its first sync
 // (task created → Sandbox created) and its second (Sandbox Ready → task
-// Running), in percent of the mean create → Running.
+// Running, over the tasks that could be split there), in percent of the
+// mean create → Running.
 func (s stageSamples) operatorShare() float64 {
 	total := mean(s.Total)
 	if total == 0 {

@@ -119,9 +119,24 @@ func TestStartStagesFromObjects(t *testing.T) {
 			objs:    objectsAt(0, 1, 10, 9, 11, 12, 13),
 			wantErr: "pod scheduled (2026-12-04T16:00:09Z) is before pod created (2026-12-04T16:00:10Z)",
 		},
-		"a task Running before its Sandbox is Ready means misread stamps": {
-			objs:    objectsAt(0, 1, 2, 3, 4, 6, 5),
-			wantErr: "task Running (2026-12-04T16:00:05Z) is before Sandbox Ready",
+		"a task Running before its pod is Ready means misread stamps": {
+			objs:    objectsAt(0, 1, 2, 3, 6, 6, 5),
+			wantErr: "task Running (2026-12-04T16:00:05Z) is before pod Ready (2026-12-04T16:00:06Z)",
+		},
+		"a Sandbox whose Ready came back after its task ran keeps the five stages and loses only the split": {
+			objs: objectsAt(0, 1, 2, 3, 4, 7, 5),
+			want: startStages{
+				Operator: time.Second, AgentSandbox: time.Second, Scheduling: time.Second,
+				PodStart: time.Second, ToRunning: time.Second, Total: 5 * time.Second,
+				SplitProblem: "task Running (2026-12-04T16:00:05Z) is before Sandbox Ready (2026-12-04T16:00:07Z)",
+			},
+		},
+		"a Sandbox Ready before its pod is Ready cannot split the start either": {
+			objs: objectsAt(0, 0, 0, 0, 4, 3, 5),
+			want: startStages{
+				PodStart: 4 * time.Second, ToRunning: time.Second, Total: 5 * time.Second,
+				SplitProblem: "Sandbox Ready (2026-12-04T16:00:03Z) is before pod Ready (2026-12-04T16:00:04Z)",
+			},
 		},
 	}
 	for name, tc := range cases {
@@ -202,11 +217,31 @@ func TestCollectStages(t *testing.T) {
 			wantThroughput: 1.0 / 6,
 		},
 		"stamps out of order are counted apart as well": {
-			stamps: []startStamps{stamps(0, 6, 7)},
+			stamps: []startStamps{func() startStamps { s := stamps(0, 6, 6); s.PodScheduled = at(0); return s }()},
 			errs:   []error{nil},
 			want: stageSamples{
-				Skipped: 1, Problem: "task Running (2026-12-04T16:00:06Z) is before Sandbox Ready (2026-12-04T16:00:07Z)",
+				Skipped: 1, Problem: "pod scheduled (2026-12-04T16:00:00Z) is before pod created (2026-12-04T16:00:01Z)",
 			},
+		},
+		"a task that cannot be split at its Sandbox's Ready counts in the five stages and in the operator's share only by its first stage": {
+			stamps: []startStamps{stamps(0, 6, 7), stamps(0, 8, 6)},
+			errs:   []error{nil, nil},
+			want: stageSamples{
+				Operator:     []time.Duration{time.Second, time.Second},
+				AgentSandbox: []time.Duration{0, 0},
+				Scheduling:   []time.Duration{4 * time.Second, 4 * time.Second},
+				PodStart:     []time.Duration{0, 0},
+				ToRunning:    []time.Duration{time.Second, 3 * time.Second},
+				Total:        []time.Duration{6 * time.Second, 8 * time.Second},
+				SandboxReady: []time.Duration{time.Second},
+				Running:      []time.Duration{2 * time.Second},
+				Unsplit:      1,
+				SplitProblem: "task Running (2026-12-04T16:00:06Z) is before Sandbox Ready (2026-12-04T16:00:07Z)",
+				First:        at(0), Last: at(8),
+			},
+			// (mean 1 s + mean 2 s of the split one) of a mean 7 s start.
+			wantShare:      100 * 3.0 / 7,
+			wantThroughput: 2.0 / 8,
 		},
 		"a burst that ran within one second has no throughput to give, rather than an infinite one": {
 			stamps: []startStamps{{
