@@ -1,0 +1,154 @@
+package upgrade_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// stopTimeout bounds a SIGTERMed operator's drain; the process settings'
+// own bound is a few seconds.
+const stopTimeout = 30 * time.Second
+
+// drainTimeout is CALIBAN_DRAIN_TIMEOUT_SECONDS for both builds: long
+// enough that the deleted task stays Draining for the whole test.
+const drainTimeout = time.Hour
+
+// installIdentity applies manifests/base but its Deployment: the
+// operator's namespace, ServiceAccount, ClusterRole and leader-election
+// Role, as an installation has them. The binaries then run as that
+// ServiceAccount through OperatorKubeconfig.
+func installIdentity(t *testing.T, ctx context.Context) {
+	t.Helper()
+	objs, err := framework.Kustomize(cluster.Root, filepath.Join("manifests", "base"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rbac []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" { // the binaries run as processes instead
+			rbac = append(rbac, u)
+		}
+	}
+	if err := cluster.Apply(ctx, "", rbac...); err != nil {
+		t.Fatalf("installing the operator's identity from manifests/base: %v", err)
+	}
+}
+
+// identity is a token of the operator's ServiceAccount for one process:
+// its kubeconfig, and the credential id the audit log records its
+// requests under.
+type identity struct {
+	kubeconfig, credential string
+}
+
+func mintIdentity(t *testing.T, ctx context.Context) identity {
+	t.Helper()
+	kc, err := cluster.OperatorKubeconfig(ctx, t.TempDir(), 2*time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := framework.CredentialID(kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return identity{kubeconfig: kc, credential: id}
+}
+
+// operatorSettings are what both builds run with: one namespace, no leader
+// election (so that /readyz means "controllers running"), and a drain
+// that outlasts the test.
+func operatorSettings(ns string, id identity) []string {
+	return []string{
+		"KUBECONFIG=" + id.kubeconfig,
+		"CALIBAN_LEADER_ELECTION=false",
+		"CALIBAN_WATCH_NAMESPACE=" + ns,
+		fmt.Sprintf("CALIBAN_DRAIN_TIMEOUT_SECONDS=%d", int(drainTimeout/time.Second)),
+		"CALIBAN_LOG_VERBOSITY=2",
+	}
+}
+
+// startOperator runs bin with the settings and waits until its
+// controllers run with synced caches. When the test ends it is killed
+// (if still running), its output shown if the test failed, and a panic in
+// it fails the test.
+func startOperator(t *testing.T, name, bin string, env []string) *framework.Operator {
+	t.Helper()
+	// A free port can be taken by anyone before the operator binds it; the
+	// operator then exits naming the address. That is the machine's luck,
+	// not the test's answer: try another port.
+	for attempt := 1; ; attempt++ {
+		addr, err := framework.FreeLoopbackAddr()
+		if err != nil {
+			t.Fatal(err)
+		}
+		op, err := framework.StartOperator(name, bin, addr, env...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			op.Kill()
+			out := op.Output()
+			if t.Failed() || os.Getenv("SHOW_OPERATOR_OUTPUT") != "" {
+				t.Logf("output of operator %s (pid %d, %s), last 60 lines:\n%s", op.Name, op.Pid(), bin, tail(out, 60))
+			}
+			for _, sign := range []string{"panic:", "fatal error:"} {
+				if i := strings.Index(out, sign); i >= 0 {
+					t.Errorf("operator %s wrote %q:\n%s", op.Name, sign, tail(out[i:], 30))
+				}
+			}
+		})
+		err = waitRunning(op, time.Minute)
+		if err == nil {
+			return op
+		}
+		if op.Exited() && strings.Contains(op.Output(), "address already in use") && attempt < 3 {
+			t.Logf("operator %s: metrics address %s was taken meanwhile; trying another port", name, addr)
+			continue
+		}
+		t.Fatalf("operator %s never ran its controllers: %v\nits output:\n%s", name, err, tail(op.Output(), 40))
+	}
+}
+
+// waitRunning waits until /readyz answers 200 and the process has logged
+// that its controllers run. /readyz alone is not enough: between the
+// metrics server's start and the controllers' it answers 200 too.
+func waitRunning(op *framework.Operator, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if op.Exited() {
+			return fmt.Errorf("operator %s exited", op.Name)
+		}
+		code, body, err := op.Readyz()
+		switch {
+		case err != nil:
+		case code != http.StatusOK:
+			err = fmt.Errorf("/readyz: %d %s", code, strings.TrimSpace(body))
+		case !strings.Contains(op.Output(), `"Controllers running"`):
+			err = fmt.Errorf("/readyz answers 200, but the process has not logged \"Controllers running\"")
+		default:
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not running within %s: %v", timeout, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tail(s string, lines int) string {
+	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return strings.Join(parts, "\n")
+}
