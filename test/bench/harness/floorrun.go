@@ -72,7 +72,7 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err != nil {
 		return err
 	}
-	hostStart, err := readHostCPU(b.cfg.OperatorBinary)
+	hostStart, err := b.hostCPU()
 	if err != nil {
 		return err
 	}
@@ -119,7 +119,7 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	select {
 	case <-synced:
 		res.floor.synced = time.Since(started)
-		hostSynced, err := readHostCPU(b.cfg.OperatorBinary)
+		hostSynced, err := b.hostCPU()
 		if err != nil {
 			return fail(err)
 		}
@@ -142,7 +142,7 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	if err != nil {
 		return fail(err)
 	}
-	hostBefore, err := readHostCPU(cfg.OperatorBinary)
+	hostBefore, err := b.hostCPU()
 	if err != nil {
 		return fail(err)
 	}
@@ -164,7 +164,7 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 		return fail(context.Cause(ctx))
 	case <-time.After(quietFor):
 	}
-	hostAfter, err := readHostCPU(cfg.OperatorBinary)
+	hostAfter, err := b.hostCPU()
 	if err != nil {
 		return fail(err)
 	}

@@ -26,12 +26,34 @@ var benchProcesses = []string{"etcd", "kube-apiserver", "kube-controller", "kube
 
 const operatorKey = "caliban-operator"
 
+// otherClustersKey is the row of test-bed processes that serve another
+// cluster than the benchmark's: on a shared machine, another user's
+// integration tests run the same binaries.
+const otherClustersKey = "other clusters"
+
 // floorKey is the bare client's row, and its binary's name (floorrun.go).
 const floorKey = "caliban-floor"
 
 // readHostCPU reads the machine's CPU and its processes'; the processes of
 // operatorBinary are the operator's.
 func readHostCPU(operatorBinary string) (hostCPU, error) {
+	return readHostCPUOf(operatorBinary, "")
+}
+
+// hostCPU reads the machine's CPU with the benchmark's cluster told apart
+// from any other on the machine.
+func (b *bench) hostCPU() (hostCPU, error) {
+	return readHostCPUOf(b.cfg.OperatorBinary, b.cluster.Name)
+}
+
+// readHostCPUOf is readHostCPU where, when cluster is not empty, a
+// process of the test bed (every name of benchProcesses but the
+// benchmark's own) counts under its name only if its command line names
+// the cluster, and under otherClustersKey otherwise: kwokctl runs a
+// cluster's components from its directory (~/.kwok/clusters/<name>/) and
+// hands agent-sandbox's controller a kubeconfig under a directory named
+// after it.
+func readHostCPUOf(operatorBinary, cluster string) (hostCPU, error) {
 	// The kernel keeps the first 15 bytes of the executable's name.
 	operatorComm := filepath.Base(operatorBinary)
 	if len(operatorComm) > 15 {
@@ -86,6 +108,15 @@ func readHostCPU(operatorBinary string) (hostCPU, error) {
 				if strings.HasPrefix(name, p) {
 					key = p
 					break
+				}
+			}
+			if cluster != "" && key != "other" && key != "bench" {
+				cmdline, err := os.ReadFile(filepath.Join(filepath.Dir(path), "cmdline"))
+				if err != nil {
+					continue
+				}
+				if !strings.Contains(string(cmdline), cluster) {
+					key = otherClustersKey
 				}
 			}
 		}

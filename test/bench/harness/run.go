@@ -302,7 +302,7 @@ func (b *bench) snap(ctx context.Context, op *operatorProcess) (snapshot, error)
 	if s.cpu, err = op.cpu(); err != nil {
 		return s, err
 	}
-	if s.host, err = readHostCPU(b.cfg.OperatorBinary); err != nil {
+	if s.host, err = b.hostCPU(); err != nil {
 		return s, err
 	}
 	if s.op, err = op.metrics(ctx); err != nil {
@@ -492,7 +492,7 @@ func (b *bench) coldStart(ctx context.Context, env []string, total int, res *Res
 	if err != nil {
 		return err
 	}
-	hostStart, err := readHostCPU(b.cfg.OperatorBinary)
+	hostStart, err := b.hostCPU()
 	if err != nil {
 		return err
 	}
@@ -597,7 +597,7 @@ func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int,
 			if code, _, err := op.get(ctx, op.metricsAddr, "/readyz", 5*time.Second); err == nil && code == http.StatusOK {
 				cs.synced = time.Since(op.started)
 				if hostStart != nil {
-					if h, err := readHostCPU(b.cfg.OperatorBinary); err == nil {
+					if h, err := b.hostCPU(); err == nil {
 						cs.host = hostDelta(*hostStart, h, cs.synced)
 					}
 				}
