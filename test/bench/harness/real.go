@@ -89,15 +89,18 @@ func (b *bench) runReal(ctx context.Context, res *Result) error {
 	if s := res.real.stages; s.Skipped > 0 {
 		b.logf("  %d task(s) left out of the stages: %s", s.Skipped, s.Problem)
 	}
-	if s := res.real.stages; s.Unsplit > 0 {
-		b.logf("  %d task(s) not split at the Sandbox's Ready: %s", s.Unsplit, s.SplitProblem)
+	if s := res.real.stages; s.NoClaimSplit > 0 {
+		b.logf("  %d task(s) not split at the claim's binding: %s", s.NoClaimSplit, s.ClaimProblem)
+	}
+	if s := res.real.stages; s.NoSandboxSplit > 0 {
+		b.logf("  %d task(s) not split at the Sandbox's Ready: %s", s.NoSandboxSplit, s.SandboxProblem)
 	}
 	return op.Stop()
 }
 
-// readStages lists the tasks, Sandboxes and pods of the namespace once
-// (three requests, after the burst, when nothing is measured any more) and
-// cuts each named task's start at its objects' timestamps.
+// readStages lists the tasks, Sandboxes, pods and claims of the namespace
+// once (four requests, after the burst, when nothing is measured any more)
+// and cuts each named task's start at its objects' timestamps.
 func (b *bench) readStages(ctx context.Context, namespace string, names []string) (stageSamples, error) {
 	tasks, err := b.caliban.CalibanV1alpha1().CalibanTasks(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -108,6 +111,10 @@ func (b *bench) readStages(ctx context.Context, namespace string, names []string
 		return stageSamples{}, err
 	}
 	pods, err := b.admin.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return stageSamples{}, err
+	}
+	claims, err := b.admin.CoreV1().PersistentVolumeClaims(namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return stageSamples{}, err
 	}
@@ -126,12 +133,14 @@ func (b *bench) readStages(ctx context.Context, namespace string, names []string
 	// agent-sandbox names the pod after the Sandbox unless an annotation
 	// says otherwise; the controller reference holds either way.
 	podBySandbox := byOwner(pods.Items, builders.SandboxKind, func(p *corev1.Pod) *metav1.ObjectMeta { return &p.ObjectMeta })
+	// The operator's Sandbox has one claim template, the workspace.
+	claimBySandbox := byOwner(claims.Items, builders.SandboxKind, func(c *corev1.PersistentVolumeClaim) *metav1.ObjectMeta { return &c.ObjectMeta })
 
 	stamps := make([]startStamps, len(names))
 	errs := make([]error, len(names))
 	for i, n := range names {
 		sbName := builders.SandboxName(n)
-		stamps[i], errs[i] = stampsOf(taskByName[n], sandboxByName[sbName], podBySandbox[sbName])
+		stamps[i], errs[i] = stampsOf(taskByName[n], sandboxByName[sbName], podBySandbox[sbName], claimBySandbox[sbName])
 		if errs[i] != nil {
 			errs[i] = fmt.Errorf("task %s: %w", n, errs[i])
 		}
@@ -177,7 +186,8 @@ func (r *Result) realRows() []row {
 		{burst, "Sandbox Ready seen → task Running seen p99 (watch; the operator)", percentile(bu.readyToRunning, 99), "ms"},
 		{objs, "tasks counted", counted, "tasks"},
 		{objs, "tasks left out (a stamp missing or out of order)", float64(st.Skipped), "tasks"},
-		{objs, "tasks not split at the Sandbox's Ready (its Ready transition not between pod Ready and task Running)", float64(st.Unsplit), "tasks"},
+		{objs, "tasks not split at the claim's binding", float64(st.NoClaimSplit), "tasks"},
+		{objs, "tasks not split at the Sandbox's Ready (its Ready transition not between pod Ready and task Running)", float64(st.NoSandboxSplit), "tasks"},
 		{objs, "Sandboxes seen losing Ready after they had it (watch)", float64(r.real.lostReady), "Sandboxes"},
 		{objs, "… times in all", float64(r.real.lostReadyTimes), "times"},
 		{objs, "throughput, first task created → last task Running", st.throughput(), "tasks/s"},
@@ -192,6 +202,8 @@ func (r *Result) realRows() []row {
 	stage("task created → Sandbox created (the operator)", st.Operator)
 	stage("Sandbox created → pod created (agent-sandbox)", st.AgentSandbox)
 	stage("pod created → scheduled (claim binding + scheduler)", st.Scheduling)
+	stage("… of which pod created → claim bound (controller-manager's volume binder)", st.ClaimWait)
+	stage("… of which claim bound → scheduled (scheduler)", st.AfterClaim)
 	stage("scheduled → pod Ready (kwok as the kubelet)", st.PodStart)
 	stage("pod Ready → task Running", st.ToRunning)
 	stage("… of which pod Ready → Sandbox Ready (agent-sandbox)", st.SandboxReady)
@@ -208,7 +220,7 @@ func (r *Result) realMethod() string {
 - **Phases**: only the burst. The ceiling, paced, steady-state, cold-start and bare-client phases of the stand-in mode are not run: they would more than double the run, and the operator sends the same requests per task whichever controller makes its Sandboxes Ready.
 - **Operator**: the binary of this commit, run as a process with its DEFAULT settings and only what the environment requires, as in the stand-in mode.
 - **Burst**: one Ready Workspace with an existing credentials Secret; %d CalibanTasks created by a client at concurrency %d, paced to spread over %s. Throughput (watch) = N / (last task seen Running − first create sent), seen by the harness's watches as in the stand-in mode (millisecond resolution).
-- **Stages**: once every task is Running and the operator has been quiet for %s, the tasks, Sandboxes and pods are listed once and each task's start is cut at timestamps its objects carry: the task's creationTimestamp; the Sandbox's; the pod's (found by its controller reference to the Sandbox); the pod's PodScheduled condition turning True (set by the binding); the pod's Ready condition turning True (kwok's pod-ready Stage); the Sandbox's Ready condition turning True (agent-sandbox); the task's Ready condition turning True with phase Running (the operator). Kubernetes stores and serves these in whole seconds, truncated, so each stage is off by less than a second either way and a p50 of 0 s means under a second; means are finer, because truncating both ends of an interval does not bias it. Percentiles are nearest-rank. A task with a stamp missing or out of order is left out and counted. pod Ready → task Running is split at the Sandbox's Ready only where that condition's lastTransitionTime lies between the pod's Ready and the task's Running: it records the last transition, so a Sandbox whose Ready went away and came back after its task ran cannot be split (counted; the harness's Sandbox watch counts the Sandboxes it saw lose Ready after having it).
+- **Stages**: once every task is Running and the operator has been quiet for %s, the tasks, Sandboxes, pods and claims are listed once and each task's start is cut at timestamps its objects carry: the task's creationTimestamp; the Sandbox's; the pod's (found by its controller reference to the Sandbox); the pod's PodScheduled condition turning True (set by the binding); the pod's Ready condition turning True (kwok's pod-ready Stage); the Sandbox's Ready condition turning True (agent-sandbox); the task's Ready condition turning True with phase Running (the operator); and the time the workspace claim (found by its controller reference to the Sandbox) was bound: a claim has no condition for it, so it is the managedFields time of the last write to the Bound claim's status, which only the controller-manager's volume binder writes, last when it marks the claim Bound. Kubernetes stores and serves these in whole seconds, truncated, so each stage is off by less than a second either way and a p50 of 0 s means under a second; means are finer, because truncating both ends of an interval does not bias it. Percentiles are nearest-rank. A task with a stamp of the five stages missing or out of order is left out and counted. pod created → scheduled is split at the claim's binding (the wait starts at the pod's creation when the claim was bound earlier) where that lies before the binding of the pod; pod Ready → task Running is split at the Sandbox's Ready only where that condition's lastTransitionTime lies between the pod's Ready and the task's Running: it records the last transition, so a Sandbox whose Ready went away and came back after its task ran cannot be split (counted; the harness's Sandbox watch counts the Sandboxes it saw lose Ready after having it).
 - **The operator's share**: (mean task created → Sandbox created + mean Sandbox Ready → task Running, the latter over the tasks that could be split) / mean task created → task Running. The watch rows give the same two stages at millisecond resolution: create sent → Sandbox first seen, and Sandbox first seen Ready → task first seen Running.
 - **CPU, syncs and requests per task**: as in the stand-in mode, over the burst (before the first create until every task is Running and the operator quiet), divided by N; the machine's CPU by process from /proc, where agent-sandbox's controller has a row of its own. Processes are read at both ends of the burst, so what processes that started and ended in between used (another user's builds and tests: the machine is shared) is in the busy time only; the row "machine CPU of processes that came and went" is that remainder. Test-bed processes (etcd, kube-*, kwok, agent-sandbox) count under their names only when their command line names this run's cluster; those of other clusters on the machine are a row of their own.
 - **Profiles**: none are taken in this mode.

@@ -347,8 +347,11 @@ func (r *Result) write() error {
 	if real && r.real.stages.Skipped > 0 {
 		fmt.Fprintf(&sb, "\n%d task(s) were left out of the stages; the first: %s.\n", r.real.stages.Skipped, r.real.stages.Problem)
 	}
-	if real && r.real.stages.Unsplit > 0 {
-		fmt.Fprintf(&sb, "\n%d task(s) count in the five stages but could not be split at their Sandbox's Ready; the first: %s.\n", r.real.stages.Unsplit, r.real.stages.SplitProblem)
+	if st := r.real.stages; real && st.NoClaimSplit > 0 {
+		fmt.Fprintf(&sb, "\n%d task(s) count in the five stages but could not be split at their claim's binding; the first: %s.\n", st.NoClaimSplit, st.ClaimProblem)
+	}
+	if st := r.real.stages; real && st.NoSandboxSplit > 0 {
+		fmt.Fprintf(&sb, "\n%d task(s) count in the five stages but could not be split at their Sandbox's Ready; the first: %s.\n", st.NoSandboxSplit, st.SandboxProblem)
 	}
 	sb.WriteString("\n## The operator's requests on the apiserver, by verb and resource\n\n")
 	sb.WriteString(r.breakdown(r.schemas))

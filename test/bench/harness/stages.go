@@ -27,35 +27,54 @@ type startStamps struct {
 	// condition, which the binding sets to True.
 	PodScheduled time.Time
 	PodReady     time.Time // the pod's Ready condition turning True (kwok's pod-ready Stage)
-	SandboxReady time.Time // the Sandbox's Ready condition turning True (agent-sandbox)
 	TaskRunning  time.Time // the task's Ready condition turning True with Running (the operator)
+
+	// The two below only split stages; zero when unknown.
+
+	// ClaimBound is when the pod's workspace claim was bound to a volume.
+	ClaimBound time.Time
+	// SandboxReady is the Sandbox's Ready condition turning True
+	// (agent-sandbox).
+	SandboxReady time.Time
 }
 
 // startStages are a task's start cut at its stamps. Operator, AgentSandbox,
-// Scheduling, PodStart and ToRunning follow each other and add up to Total;
-// ToRunning is split again at the Sandbox's Ready into SandboxReady and
-// Running, because the first half is agent-sandbox's work and only the
-// second the operator's. The split needs the Sandbox's Ready transition to
-// lie between the pod's Ready and the task's Running; when it does not
-// (the condition records its last transition, and a Sandbox whose Ready
-// went away and came back after the task ran has a later one), SplitProblem
-// says so and the two halves are zero, but the five stages stand.
+// Scheduling, PodStart and ToRunning follow each other and add up to Total.
+// Two of them are split again where the objects allow:
+//
+//   - Scheduling at the claim's binding, into ClaimWait (the pod waiting
+//     for the controller-manager's volume binder; zero when the claim was
+//     bound before the pod existed) and AfterClaim (the scheduler, from
+//     then until it bound the pod), because a pod with an unbound claim is
+//     unschedulable and the two are different components' time;
+//   - ToRunning at the Sandbox's Ready, into SandboxReady (agent-sandbox)
+//     and Running (the operator's second sync), because only the second is
+//     the operator's.
+//
+// A split needs its stamp to lie within the stage; when it does not, or is
+// unknown, ClaimProblem or SandboxProblem says why, its halves are zero,
+// and the five stages stand. The Sandbox's Ready condition records its last
+// transition: a Sandbox whose Ready went away and came back after its task
+// ran has one later than the task's Running.
 type startStages struct {
 	Operator     time.Duration // task created → Sandbox created: the operator's first sync
 	AgentSandbox time.Duration // Sandbox created → pod created: agent-sandbox
-	Scheduling   time.Duration // pod created → bound: the claim bound by the controller-manager, then the scheduler
+	Scheduling   time.Duration // pod created → pod bound to a node
 	PodStart     time.Duration // bound → pod Ready: kwok plays the kubelet
 	ToRunning    time.Duration // pod Ready → task Running
-	SandboxReady time.Duration // pod Ready → Sandbox Ready: agent-sandbox
-	Running      time.Duration // Sandbox Ready → task Running: the operator's second sync
 	Total        time.Duration // task created → task Running
-	SplitProblem string
+
+	ClaimWait, AfterClaim time.Duration
+	ClaimProblem          string
+	SandboxReady, Running time.Duration
+	SandboxProblem        string
 }
 
-// stampsOf reads the stamps of a Running task, its Sandbox and the
-// Sandbox's pod. It fails when one is missing: a stage read from a zero
-// time would be decades long.
-func stampsOf(task *calibanv1alpha1.CalibanTask, sb *sandboxv1beta1.Sandbox, pod *corev1.Pod) (startStamps, error) {
+// stampsOf reads the stamps of a Running task, its Sandbox, the Sandbox's
+// pod and its workspace claim (which may be nil: it only splits a stage).
+// It fails when a stamp of the five stages is missing: a stage read from a
+// zero time would be decades long.
+func stampsOf(task *calibanv1alpha1.CalibanTask, sb *sandboxv1beta1.Sandbox, pod *corev1.Pod, claim *corev1.PersistentVolumeClaim) (startStamps, error) {
 	var s startStamps
 	if task == nil || sb == nil || pod == nil {
 		return s, errors.New("the task, its Sandbox or its pod is missing")
@@ -63,17 +82,16 @@ func stampsOf(task *calibanv1alpha1.CalibanTask, sb *sandboxv1beta1.Sandbox, pod
 	s.TaskCreated = task.CreationTimestamp.Time
 	s.SandboxCreated = sb.CreationTimestamp.Time
 	s.PodCreated = pod.CreationTimestamp.Time
+	if c := meta.FindStatusCondition(sb.Status.Conditions, builders.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
+		s.SandboxReady = c.LastTransitionTime.Time
+	}
+	s.ClaimBound = claimBoundAt(claim)
 
 	var missing []string
 	if c := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady); task.Status.Phase == calibanv1alpha1.TaskRunning && c != nil && c.Status == metav1.ConditionTrue {
 		s.TaskRunning = c.LastTransitionTime.Time
 	} else {
 		missing = append(missing, "task Running (phase "+string(task.Status.Phase)+")")
-	}
-	if c := meta.FindStatusCondition(sb.Status.Conditions, builders.ConditionReady); c != nil && c.Status == metav1.ConditionTrue {
-		s.SandboxReady = c.LastTransitionTime.Time
-	} else {
-		missing = append(missing, "Sandbox Ready")
 	}
 	if t, ok := podConditionTrueSince(pod, corev1.PodScheduled); ok {
 		s.PodScheduled = t
@@ -97,6 +115,24 @@ func stampsOf(task *calibanv1alpha1.CalibanTask, sb *sandboxv1beta1.Sandbox, pod
 	return s, nil
 }
 
+// claimBoundAt is when a Bound claim's status was last written, zero if
+// the claim is nil, not Bound or carries no such record. A claim has no
+// condition for binding; its status is written only by the
+// controller-manager's volume binder, last when it marks the claim Bound,
+// and managedFields keeps the time of each manager's last write.
+func claimBoundAt(claim *corev1.PersistentVolumeClaim) time.Time {
+	if claim == nil || claim.Status.Phase != corev1.ClaimBound {
+		return time.Time{}
+	}
+	var at time.Time
+	for _, f := range claim.ManagedFields {
+		if f.Subresource == "status" && f.Time != nil && f.Time.After(at) {
+			at = f.Time.Time
+		}
+	}
+	return at
+}
+
 // podConditionTrueSince is when the pod's condition of type t turned True,
 // if it is True and says so. PodScheduled is set True by the binding
 // itself, so its transition is the moment of binding, also for a pod the
@@ -113,10 +149,10 @@ func podConditionTrueSince(pod *corev1.Pod, t corev1.PodConditionType) (time.Tim
 	return time.Time{}, false
 }
 
-// stagesOf cuts a task's start at its stamps. Stamps out of order (a pod
-// bound before it was created) mean they were misread, or came from clocks
-// that disagree, and every stage would be suspect: that is an error, not a
-// negative stage.
+// stagesOf cuts a task's start at its stamps. Stamps of the five stages
+// out of order (a pod bound before it was created) mean they were misread,
+// or came from clocks that disagree, and every stage would be suspect:
+// that is an error, not a negative stage.
 func stagesOf(s startStamps) (startStages, error) {
 	if err := inOrder(
 		step{"task created", s.TaskCreated},
@@ -136,12 +172,36 @@ func stagesOf(s startStamps) (startStages, error) {
 		ToRunning:    s.TaskRunning.Sub(s.PodReady),
 		Total:        s.TaskRunning.Sub(s.TaskCreated),
 	}
-	if err := inOrder(step{"pod Ready", s.PodReady}, step{"Sandbox Ready", s.SandboxReady}, step{"task Running", s.TaskRunning}); err != nil {
-		st.SplitProblem = err.Error()
-		return st, nil
+
+	// A claim bound before its pod existed kept the pod waiting for
+	// nothing: the wait starts at the later of the two.
+	claimed := s.ClaimBound
+	if claimed.Before(s.PodCreated) {
+		claimed = s.PodCreated
 	}
-	st.SandboxReady = s.SandboxReady.Sub(s.PodReady)
-	st.Running = s.TaskRunning.Sub(s.SandboxReady)
+	switch {
+	case s.ClaimBound.IsZero():
+		st.ClaimProblem = "no time the claim was bound"
+	default:
+		if err := inOrder(step{"claim bound", claimed}, step{"pod scheduled", s.PodScheduled}); err != nil {
+			st.ClaimProblem = err.Error()
+			break
+		}
+		st.ClaimWait = claimed.Sub(s.PodCreated)
+		st.AfterClaim = s.PodScheduled.Sub(claimed)
+	}
+
+	switch {
+	case s.SandboxReady.IsZero():
+		st.SandboxProblem = "the Sandbox is not Ready"
+	default:
+		if err := inOrder(step{"pod Ready", s.PodReady}, step{"Sandbox Ready", s.SandboxReady}, step{"task Running", s.TaskRunning}); err != nil {
+			st.SandboxProblem = err.Error()
+			break
+		}
+		st.SandboxReady = s.SandboxReady.Sub(s.PodReady)
+		st.Running = s.TaskRunning.Sub(s.SandboxReady)
+	}
 	return st, nil
 }
 
@@ -165,17 +225,19 @@ func inOrder(steps ...step) error {
 // tasks whose stamps could not be read counted apart.
 type stageSamples struct {
 	Operator, AgentSandbox, Scheduling, PodStart, ToRunning, Total []time.Duration
-	// SandboxReady and Running hold only the tasks whose start could be
-	// split at the Sandbox's Ready.
+	// The halves of a split hold only the tasks it could be made for;
+	// NoClaimSplit and NoSandboxSplit count the others, and the problems
+	// are the first reason of each.
+	ClaimWait, AfterClaim []time.Duration
+	NoClaimSplit          int
+	ClaimProblem          string
 	SandboxReady, Running []time.Duration
-	// Skipped tasks had a stamp missing or out of order; Problem is the
-	// first such reason, for the report.
+	NoSandboxSplit        int
+	SandboxProblem        string
+	// Skipped tasks had a stamp of the five stages missing or out of
+	// order; Problem is the first such reason, for the report.
 	Skipped int
 	Problem string
-	// Unsplit tasks count in the five stages but not in the split of pod
-	// Ready → task Running; SplitProblem is the first reason.
-	Unsplit      int
-	SplitProblem string
 	// First and Last are the earliest task creation and the latest task
 	// Running among the tasks counted: the burst's span as the objects
 	// record it.
@@ -186,6 +248,12 @@ type stageSamples struct {
 // holds the reading errors of the others (one per task, nil when it read).
 func collectStages(stamps []startStamps, errs []error) stageSamples {
 	var out stageSamples
+	firstProblem := func(count *int, problem *string, p string) {
+		if *count == 0 {
+			*problem = p
+		}
+		*count++
+	}
 	for i, s := range stamps {
 		err := errs[i]
 		var st startStages
@@ -193,10 +261,7 @@ func collectStages(stamps []startStamps, errs []error) stageSamples {
 			st, err = stagesOf(s)
 		}
 		if err != nil {
-			if out.Skipped == 0 {
-				out.Problem = err.Error()
-			}
-			out.Skipped++
+			firstProblem(&out.Skipped, &out.Problem, err.Error())
 			continue
 		}
 		out.Operator = append(out.Operator, st.Operator)
@@ -205,14 +270,17 @@ func collectStages(stamps []startStamps, errs []error) stageSamples {
 		out.PodStart = append(out.PodStart, st.PodStart)
 		out.ToRunning = append(out.ToRunning, st.ToRunning)
 		out.Total = append(out.Total, st.Total)
-		if st.SplitProblem == "" {
+		if st.ClaimProblem == "" {
+			out.ClaimWait = append(out.ClaimWait, st.ClaimWait)
+			out.AfterClaim = append(out.AfterClaim, st.AfterClaim)
+		} else {
+			firstProblem(&out.NoClaimSplit, &out.ClaimProblem, st.ClaimProblem)
+		}
+		if st.SandboxProblem == "" {
 			out.SandboxReady = append(out.SandboxReady, st.SandboxReady)
 			out.Running = append(out.Running, st.Running)
 		} else {
-			if out.Unsplit == 0 {
-				out.SplitProblem = st.SplitProblem
-			}
-			out.Unsplit++
+			firstProblem(&out.NoSandboxSplit, &out.SandboxProblem, st.SandboxProblem)
 		}
 		if out.First.IsZero() || s.TaskCreated.Before(out.First) {
 			out.First = s.TaskCreated

@@ -18,50 +18,68 @@ var t0 = time.Date(2026, 12, 4, 16, 0, 0, 0, time.UTC)
 
 func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
-func mt(s int) metav1.Time { return metav1.NewTime(at(s)) }
+func mt(s int) *metav1.Time { t := metav1.NewTime(at(s)); return &t }
 
-// startObjects are a task, its Sandbox and its pod as the apiserver serves
-// them once the task is Running, with each step at the given second.
+// startSteps are the seconds (after t0) at which one task's start went through
+// each step.
+type startSteps struct {
+	taskCreated, sandboxCreated, claimBound, podCreated, scheduled, podReady, sandboxReady, running int
+}
+
+// startObjects are a task, its Sandbox, its pod and its claim as the
+// apiserver serves them once the task is Running.
 type startObjects struct {
 	task    *calibanv1alpha1.CalibanTask
 	sandbox *sandboxv1beta1.Sandbox
 	pod     *corev1.Pod
+	claim   *corev1.PersistentVolumeClaim
 }
 
-func objectsAt(taskCreated, sandboxCreated, podCreated, scheduled, podReady, sandboxReady, running int) startObjects {
+func objectsAt(s startSteps) startObjects {
 	return startObjects{
 		task: &calibanv1alpha1.CalibanTask{
-			ObjectMeta: metav1.ObjectMeta{Name: "t-00000", CreationTimestamp: mt(taskCreated)},
+			ObjectMeta: metav1.ObjectMeta{Name: "t-00000", CreationTimestamp: *mt(s.taskCreated)},
 			Status: calibanv1alpha1.CalibanTaskStatus{
 				Phase: calibanv1alpha1.TaskRunning,
 				Conditions: []metav1.Condition{{
-					Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", LastTransitionTime: mt(running),
+					Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running", LastTransitionTime: *mt(s.running),
 				}},
 			},
 		},
 		sandbox: &sandboxv1beta1.Sandbox{
-			ObjectMeta: metav1.ObjectMeta{Name: "t-00000-sbx", CreationTimestamp: mt(sandboxCreated)},
+			ObjectMeta: metav1.ObjectMeta{Name: "t-00000-sbx", CreationTimestamp: *mt(s.sandboxCreated)},
 			Status: sandboxv1beta1.SandboxStatus{Conditions: []metav1.Condition{
 				// agent-sandbox mirrors the pod's scheduling; only Ready says
 				// the Sandbox serves.
-				{Type: "PodScheduled", Status: metav1.ConditionTrue, LastTransitionTime: mt(scheduled)},
-				{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DependenciesReady", LastTransitionTime: mt(sandboxReady)},
+				{Type: "PodScheduled", Status: metav1.ConditionTrue, LastTransitionTime: *mt(s.scheduled)},
+				{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DependenciesReady", LastTransitionTime: *mt(s.sandboxReady)},
 			}},
 		},
 		pod: &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: "t-00000-sbx", CreationTimestamp: mt(podCreated)},
+			ObjectMeta: metav1.ObjectMeta{Name: "t-00000-sbx", CreationTimestamp: *mt(s.podCreated)},
 			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
-				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: mt(podReady)},
-				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: mt(podReady)},
-				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: mt(scheduled)},
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: *mt(s.podReady)},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: *mt(s.podReady)},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: *mt(s.scheduled)},
 			}},
+		},
+		claim: &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "workspace-t-00000-sbx", CreationTimestamp: *mt(s.sandboxCreated),
+				ManagedFields: []metav1.ManagedFieldsEntry{
+					{Manager: "agent-sandbox-controller", Operation: metav1.ManagedFieldsOperationUpdate, Time: mt(s.sandboxCreated)},
+					{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: mt(s.claimBound)},
+					{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: mt(s.claimBound)},
+				},
+			},
+			Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
 		},
 	}
 }
 
 func TestStartStagesFromObjects(t *testing.T) {
 	cases := map[string]struct {
-		objs startObjects
+		steps startSteps
 		// edit changes the objects before they are read.
 		edit func(*startObjects)
 		want startStages
@@ -69,20 +87,89 @@ func TestStartStagesFromObjects(t *testing.T) {
 		wantErr string
 	}{
 		"a start whose every step is recorded is cut at each step, and the stages add up to the whole": {
-			objs: objectsAt(0, 1, 3, 40, 41, 42, 44),
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 30, podCreated: 3, scheduled: 40, podReady: 41, sandboxReady: 42, running: 44},
 			want: startStages{
 				Operator: 1 * time.Second, AgentSandbox: 2 * time.Second, Scheduling: 37 * time.Second,
-				PodStart: 1 * time.Second, ToRunning: 3 * time.Second,
+				PodStart: 1 * time.Second, ToRunning: 3 * time.Second, Total: 44 * time.Second,
+				ClaimWait: 27 * time.Second, AfterClaim: 10 * time.Second,
 				SandboxReady: 1 * time.Second, Running: 2 * time.Second,
-				Total: 44 * time.Second,
 			},
 		},
 		"steps within one second are stages of 0 s, not errors": {
-			objs: objectsAt(5, 5, 5, 5, 5, 5, 5),
-			want: startStages{},
+			steps: startSteps{5, 5, 5, 5, 5, 5, 5, 5},
+			want:  startStages{},
+		},
+		"a claim bound before its pod existed kept the pod waiting for nothing": {
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 2, podCreated: 4, scheduled: 9, podReady: 9, sandboxReady: 9, running: 9},
+			want: startStages{
+				Operator: 1 * time.Second, AgentSandbox: 3 * time.Second, Scheduling: 5 * time.Second,
+				Total:     9 * time.Second,
+				ClaimWait: 0, AfterClaim: 5 * time.Second,
+			},
+		},
+		"a claim whose binder left no status write keeps the scheduling stage whole": {
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 5, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
+			edit: func(o *startObjects) {
+				o.claim.ManagedFields = o.claim.ManagedFields[:2]
+			},
+			want: startStages{
+				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
+				ClaimProblem: "no time the claim was bound",
+			},
+		},
+		"a claim that is not Bound has no binding time, whatever its status writes": {
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 5, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
+			edit: func(o *startObjects) {
+				o.claim.Status.Phase = corev1.ClaimPending
+			},
+			want: startStages{
+				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
+				ClaimProblem: "no time the claim was bound",
+			},
+		},
+		"a task whose claim was not found loses only the split of its scheduling": {
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 5, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
+			edit:  func(o *startObjects) { o.claim = nil },
+			want: startStages{
+				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
+				ClaimProblem: "no time the claim was bound",
+			},
+		},
+		"a claim last written after its pod was scheduled cannot split the scheduling": {
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 8, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
+			want: startStages{
+				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
+				ClaimProblem: "pod scheduled (2026-12-04T16:00:06Z) is before claim bound (2026-12-04T16:00:08Z)",
+			},
+		},
+		"a Sandbox whose Ready came back after its task ran keeps the five stages and loses only its split": {
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 2, podCreated: 2, scheduled: 3, podReady: 4, sandboxReady: 7, running: 5},
+			want: startStages{
+				Operator: time.Second, AgentSandbox: time.Second, Scheduling: time.Second,
+				PodStart: time.Second, ToRunning: time.Second, Total: 5 * time.Second,
+				AfterClaim:     time.Second,
+				SandboxProblem: "task Running (2026-12-04T16:00:05Z) is before Sandbox Ready (2026-12-04T16:00:07Z)",
+			},
+		},
+		"a Sandbox Ready before its pod is Ready cannot split the start either": {
+			steps: startSteps{podReady: 4, sandboxReady: 3, running: 5},
+			want: startStages{
+				PodStart: 4 * time.Second, ToRunning: time.Second, Total: 5 * time.Second,
+				SandboxProblem: "Sandbox Ready (2026-12-04T16:00:03Z) is before pod Ready (2026-12-04T16:00:04Z)",
+			},
+		},
+		"a Sandbox that is not Ready any more cannot split the start, whatever its other conditions say": {
+			steps: startSteps{podReady: 4, sandboxReady: 4, running: 5},
+			edit: func(o *startObjects) {
+				o.sandbox.Status.Conditions[1].Status = metav1.ConditionFalse
+			},
+			want: startStages{
+				PodStart: 4 * time.Second, ToRunning: time.Second, Total: 5 * time.Second,
+				SandboxProblem: "the Sandbox is not Ready",
+			},
 		},
 		"a task that is not Running yet has no start to cut": {
-			objs: objectsAt(0, 1, 2, 3, 4, 5, 6),
+			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6},
 			edit: func(o *startObjects) {
 				o.task.Status.Phase = calibanv1alpha1.TaskProvisioning
 				o.task.Status.Conditions[0].Status = metav1.ConditionFalse
@@ -90,62 +177,40 @@ func TestStartStagesFromObjects(t *testing.T) {
 			wantErr: "task Running (phase Provisioning)",
 		},
 		"a pod that carries no PodScheduled condition is left out rather than guessed at": {
-			objs: objectsAt(0, 1, 2, 3, 4, 5, 6),
+			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6},
 			edit: func(o *startObjects) {
 				o.pod.Status.Conditions = o.pod.Status.Conditions[:2]
 			},
 			wantErr: "no pod PodScheduled",
 		},
 		"a pod that is not Ready has not started": {
-			objs: objectsAt(0, 1, 2, 3, 4, 5, 6),
+			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6},
 			edit: func(o *startObjects) {
 				o.pod.Status.Conditions[1].Status = corev1.ConditionFalse
 			},
 			wantErr: "no pod Ready",
 		},
-		"a Sandbox that is not Ready has no Ready time, whatever its other conditions say": {
-			objs: objectsAt(0, 1, 2, 3, 4, 5, 6),
-			edit: func(o *startObjects) {
-				o.sandbox.Status.Conditions = o.sandbox.Status.Conditions[:1]
-			},
-			wantErr: "no Sandbox Ready",
-		},
 		"a task whose pod is gone cannot be cut": {
-			objs:    objectsAt(0, 1, 2, 3, 4, 5, 6),
+			steps:   startSteps{0, 1, 2, 2, 3, 4, 5, 6},
 			edit:    func(o *startObjects) { o.pod = nil },
 			wantErr: "is missing",
 		},
 		"a pod bound before it was created means misread stamps, not a negative stage": {
-			objs:    objectsAt(0, 1, 10, 9, 11, 12, 13),
+			steps:   startSteps{taskCreated: 0, sandboxCreated: 1, podCreated: 10, scheduled: 9, podReady: 11, sandboxReady: 12, running: 13},
 			wantErr: "pod scheduled (2026-12-04T16:00:09Z) is before pod created (2026-12-04T16:00:10Z)",
 		},
 		"a task Running before its pod is Ready means misread stamps": {
-			objs:    objectsAt(0, 1, 2, 3, 6, 6, 5),
+			steps:   startSteps{taskCreated: 0, sandboxCreated: 1, podCreated: 2, scheduled: 3, podReady: 6, sandboxReady: 6, running: 5},
 			wantErr: "task Running (2026-12-04T16:00:05Z) is before pod Ready (2026-12-04T16:00:06Z)",
-		},
-		"a Sandbox whose Ready came back after its task ran keeps the five stages and loses only the split": {
-			objs: objectsAt(0, 1, 2, 3, 4, 7, 5),
-			want: startStages{
-				Operator: time.Second, AgentSandbox: time.Second, Scheduling: time.Second,
-				PodStart: time.Second, ToRunning: time.Second, Total: 5 * time.Second,
-				SplitProblem: "task Running (2026-12-04T16:00:05Z) is before Sandbox Ready (2026-12-04T16:00:07Z)",
-			},
-		},
-		"a Sandbox Ready before its pod is Ready cannot split the start either": {
-			objs: objectsAt(0, 0, 0, 0, 4, 3, 5),
-			want: startStages{
-				PodStart: 4 * time.Second, ToRunning: time.Second, Total: 5 * time.Second,
-				SplitProblem: "Sandbox Ready (2026-12-04T16:00:03Z) is before pod Ready (2026-12-04T16:00:04Z)",
-			},
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			o := tc.objs
+			o := objectsAt(tc.steps)
 			if tc.edit != nil {
 				tc.edit(&o)
 			}
-			s, err := stampsOf(o.task, o.sandbox, o.pod)
+			s, err := stampsOf(o.task, o.sandbox, o.pod, o.claim)
 			var got startStages
 			if err == nil {
 				got, err = stagesOf(s)
@@ -167,9 +232,11 @@ func TestStartStagesFromObjects(t *testing.T) {
 }
 
 func TestCollectStages(t *testing.T) {
-	stamps := func(created, running int, sandboxReady int) startStamps {
+	// stamps is a start whose claim is bound as its pod is created, 4 s
+	// before the pod is scheduled and Ready.
+	stamps := func(created, running, sandboxReady int) startStamps {
 		return startStamps{
-			TaskCreated: at(created), SandboxCreated: at(created + 1), PodCreated: at(created + 1),
+			TaskCreated: at(created), SandboxCreated: at(created + 1), PodCreated: at(created + 1), ClaimBound: at(created + 1),
 			PodScheduled: at(created + 5), PodReady: at(created + 5), SandboxReady: at(sandboxReady), TaskRunning: at(running),
 		}
 	}
@@ -189,9 +256,11 @@ func TestCollectStages(t *testing.T) {
 				Scheduling:   []time.Duration{4 * time.Second, 4 * time.Second},
 				PodStart:     []time.Duration{0, 0},
 				ToRunning:    []time.Duration{3 * time.Second, time.Second},
+				Total:        []time.Duration{8 * time.Second, 6 * time.Second},
+				ClaimWait:    []time.Duration{0, 0},
+				AfterClaim:   []time.Duration{4 * time.Second, 4 * time.Second},
 				SandboxReady: []time.Duration{time.Second, time.Second},
 				Running:      []time.Duration{2 * time.Second, 0},
-				Total:        []time.Duration{8 * time.Second, 6 * time.Second},
 				First:        at(0), Last: at(10),
 			},
 			// (mean 1 s + mean 1 s) of a mean 7 s start.
@@ -207,9 +276,11 @@ func TestCollectStages(t *testing.T) {
 				Scheduling:   []time.Duration{4 * time.Second},
 				PodStart:     []time.Duration{0},
 				ToRunning:    []time.Duration{time.Second},
+				Total:        []time.Duration{6 * time.Second},
+				ClaimWait:    []time.Duration{0},
+				AfterClaim:   []time.Duration{4 * time.Second},
 				SandboxReady: []time.Duration{time.Second},
 				Running:      []time.Duration{0},
-				Total:        []time.Duration{6 * time.Second},
 				Skipped:      2, Problem: "task t-00000: no pod Ready",
 				First: at(0), Last: at(6),
 			},
@@ -223,36 +294,45 @@ func TestCollectStages(t *testing.T) {
 				Skipped: 1, Problem: "pod scheduled (2026-12-04T16:00:00Z) is before pod created (2026-12-04T16:00:01Z)",
 			},
 		},
-		"a task that cannot be split at its Sandbox's Ready counts in the five stages and in the operator's share only by its first stage": {
-			stamps: []startStamps{stamps(0, 6, 7), stamps(0, 8, 6)},
-			errs:   []error{nil, nil},
-			want: stageSamples{
-				Operator:     []time.Duration{time.Second, time.Second},
-				AgentSandbox: []time.Duration{0, 0},
-				Scheduling:   []time.Duration{4 * time.Second, 4 * time.Second},
-				PodStart:     []time.Duration{0, 0},
-				ToRunning:    []time.Duration{time.Second, 3 * time.Second},
-				Total:        []time.Duration{6 * time.Second, 8 * time.Second},
-				SandboxReady: []time.Duration{time.Second},
-				Running:      []time.Duration{2 * time.Second},
-				Unsplit:      1,
-				SplitProblem: "task Running (2026-12-04T16:00:06Z) is before Sandbox Ready (2026-12-04T16:00:07Z)",
-				First:        at(0), Last: at(8),
+		"tasks that cannot be split count in the five stages, and in the operator's share only by what they have": {
+			stamps: []startStamps{
+				stamps(0, 6, 7),
+				stamps(0, 8, 6),
+				func() startStamps { s := stamps(0, 6, 6); s.ClaimBound = time.Time{}; return s }(),
 			},
-			// (mean 1 s + mean 2 s of the split one) of a mean 7 s start.
-			wantShare:      100 * 3.0 / 7,
-			wantThroughput: 2.0 / 8,
+			errs: []error{nil, nil, nil},
+			want: stageSamples{
+				Operator:       []time.Duration{time.Second, time.Second, time.Second},
+				AgentSandbox:   []time.Duration{0, 0, 0},
+				Scheduling:     []time.Duration{4 * time.Second, 4 * time.Second, 4 * time.Second},
+				PodStart:       []time.Duration{0, 0, 0},
+				ToRunning:      []time.Duration{time.Second, 3 * time.Second, time.Second},
+				Total:          []time.Duration{6 * time.Second, 8 * time.Second, 6 * time.Second},
+				ClaimWait:      []time.Duration{0, 0},
+				AfterClaim:     []time.Duration{4 * time.Second, 4 * time.Second},
+				NoClaimSplit:   1,
+				ClaimProblem:   "no time the claim was bound",
+				SandboxReady:   []time.Duration{time.Second, time.Second},
+				Running:        []time.Duration{2 * time.Second, 0},
+				NoSandboxSplit: 1,
+				SandboxProblem: "task Running (2026-12-04T16:00:06Z) is before Sandbox Ready (2026-12-04T16:00:07Z)",
+				First:          at(0), Last: at(8),
+			},
+			// (mean 1 s + mean 1 s of the two split ones) of a mean 20/3 s start.
+			wantShare:      100 * 2.0 / (20.0 / 3),
+			wantThroughput: 3.0 / 8,
 		},
 		"a burst that ran within one second has no throughput to give, rather than an infinite one": {
 			stamps: []startStamps{{
-				TaskCreated: at(3), SandboxCreated: at(3), PodCreated: at(3), PodScheduled: at(3),
+				TaskCreated: at(3), SandboxCreated: at(3), PodCreated: at(3), ClaimBound: at(3), PodScheduled: at(3),
 				PodReady: at(3), SandboxReady: at(3), TaskRunning: at(3),
 			}},
 			errs: []error{nil},
 			want: stageSamples{
 				Operator: []time.Duration{0}, AgentSandbox: []time.Duration{0}, Scheduling: []time.Duration{0},
-				PodStart: []time.Duration{0}, ToRunning: []time.Duration{0}, SandboxReady: []time.Duration{0},
-				Running: []time.Duration{0}, Total: []time.Duration{0},
+				PodStart: []time.Duration{0}, ToRunning: []time.Duration{0}, Total: []time.Duration{0},
+				ClaimWait: []time.Duration{0}, AfterClaim: []time.Duration{0},
+				SandboxReady: []time.Duration{0}, Running: []time.Duration{0},
 				First: at(3), Last: at(3),
 			},
 		},
