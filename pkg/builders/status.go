@@ -219,13 +219,11 @@ func CalibandPortOf(spec *corev1.PodSpec) int32 {
 // for suspension while its Sandbox is still suspended.
 const ResumingMessage = "resuming: the Sandbox is still suspended"
 
-// parked reports that nothing of the task runs: its Sandbox is suspended
-// (sandboxParked), or there is no agent-sandbox to run one.
+// parked reports that nothing of the task runs: it has no Sandbox (none
+// applied yet, none accepted, or no agent-sandbox to run one), or its
+// Sandbox is suspended (sandboxParked).
 func parked(in TaskStatusInput) bool {
-	if in.Sandbox == nil {
-		return in.SandboxAPIMissing
-	}
-	return sandboxParked(in.Sandbox)
+	return in.Sandbox == nil || sandboxParked(in.Sandbox)
 }
 
 // sandboxParked reports that agent-sandbox accepted operatingMode
