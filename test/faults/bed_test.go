@@ -26,7 +26,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
@@ -142,17 +141,7 @@ func newBed(t *testing.T, ctx context.Context, opts framework.Options) *bed {
 			t.Error(err)
 		}
 	})
-	objs, err := framework.Kustomize(c.Root, filepath.Join("manifests", "base"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rbac []*unstructured.Unstructured
-	for _, u := range objs {
-		if u.GetKind() != "Deployment" { // the binary runs as a process instead
-			rbac = append(rbac, u)
-		}
-	}
-	if err := c.Apply(ctx, "", rbac...); err != nil {
+	if err := c.InstallOperatorIdentity(ctx); err != nil {
 		t.Fatal(err)
 	}
 	b := &bed{cluster: c, bin: bin}

@@ -90,3 +90,24 @@ func KubeconfigVia(kubeconfig, addr string) (string, error) {
 	path := kubeconfig + ".via-" + strings.ReplaceAll(addr, ":", "-")
 	return path, clientcmd.WriteToFile(*cfg, path)
 }
+
+// InstallOperatorIdentity applies manifests/base as `kubectl apply -k`
+// would, but for its Deployment: the operator's namespace, ServiceAccount
+// and RBAC. A test then runs the binary as a process under that
+// ServiceAccount (OperatorKubeconfig), authorized as in its pod.
+func (c *Cluster) InstallOperatorIdentity(ctx context.Context) error {
+	objs, err := Kustomize(c.Root, filepath.Join("manifests", "base"))
+	if err != nil {
+		return err
+	}
+	var identity []*unstructured.Unstructured
+	for _, u := range objs {
+		if u.GetKind() != "Deployment" {
+			identity = append(identity, u)
+		}
+	}
+	if err := c.Apply(ctx, "", identity...); err != nil {
+		return fmt.Errorf("installing the operator's identity from manifests/base: %w", err)
+	}
+	return nil
+}

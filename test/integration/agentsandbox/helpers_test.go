@@ -1,7 +1,6 @@
 package agentsandbox_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
@@ -10,7 +9,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -188,18 +186,8 @@ func claim(t *testing.T, ns, task string) *corev1.PersistentVolumeClaim {
 func prospero(t *testing.T, ns, name string, condition map[string]any) {
 	t.Helper()
 	condition["lastTransitionTime"] = time.Now().UTC().Format(time.RFC3339)
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": calibanv1alpha1.SchemeGroupVersion.String(),
-		"kind":       "CalibanTask",
-		"metadata":   map[string]any{"name": name},
-		"status":     map[string]any{"conditions": []any{condition}},
-	})
-	if err != nil {
+	if err := cluster.ProsperoApplies(ctx, ns, name, condition); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Patch(ctx, name, types.ApplyYAMLPatchType, body,
-		metav1.PatchOptions{FieldManager: "prospero"}, "status"); err != nil {
-		t.Fatalf("prospero's status apply to %s/%s: %v", ns, name, err)
 	}
 }
 

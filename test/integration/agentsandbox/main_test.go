@@ -23,8 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -71,18 +69,7 @@ var (
 func bed(t *testing.T) {
 	t.Helper()
 	bedOnce.Do(func() {
-		objs, err := framework.Kustomize(cluster.Root, filepath.Join("manifests", "base"))
-		if err != nil {
-			bedErr = err
-			return
-		}
-		var rbac []*unstructured.Unstructured
-		for _, u := range objs {
-			if u.GetKind() != "Deployment" { // the binary runs as a process instead
-				rbac = append(rbac, u)
-			}
-		}
-		if bedErr = cluster.Apply(ctx, "", rbac...); bedErr != nil {
+		if bedErr = cluster.InstallOperatorIdentity(ctx); bedErr != nil {
 			return
 		}
 		bedErr = cluster.ProvideVolumes(ctx, "workspace", volumes, "50Gi")

@@ -438,19 +438,8 @@ func prosperoSettles(t testing.TB, ns, name, reason, message string) {
 	if message != "" {
 		condition["message"] = message
 	}
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": calibanv1alpha1.SchemeGroupVersion.String(),
-		"kind":       "CalibanTask",
-		"metadata":   map[string]any{"name": name},
-		"status":     map[string]any{"conditions": []any{condition}},
-	})
-	if err != nil {
+	if err := cluster.ProsperoApplies(ctx, ns, name, condition); err != nil {
 		t.Fatal(err)
-	}
-	// JSON is YAML: the content type is prospero's.
-	if _, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Patch(ctx, name, types.ApplyYAMLPatchType, body,
-		metav1.PatchOptions{FieldManager: "prospero"}, "status"); err != nil {
-		t.Fatalf("prospero's status apply to %s/%s: %v", ns, name, err)
 	}
 }
 

@@ -559,7 +559,7 @@ func prosperoDrains(t testing.TB, ns, name string, status metav1.ConditionStatus
 	if message != "" {
 		condition["message"] = message
 	}
-	conditions := []any{condition}
+	conditions := []map[string]any{condition}
 	task := getTask(t, ns, name)
 	if settled := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionAgentsSettled); settled != nil &&
 		ownsCondition(statusFieldsOf(task, "prospero"), builders.ConditionAgentsSettled) {
@@ -571,18 +571,8 @@ func prosperoDrains(t testing.TB, ns, name string, status metav1.ConditionStatus
 			"lastTransitionTime": settled.LastTransitionTime.UTC().Format(time.RFC3339),
 		})
 	}
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": calibanv1alpha1.SchemeGroupVersion.String(),
-		"kind":       "CalibanTask",
-		"metadata":   map[string]any{"name": name},
-		"status":     map[string]any{"conditions": conditions},
-	})
-	if err != nil {
+	if err := cluster.ProsperoApplies(ctx, ns, name, conditions...); err != nil {
 		t.Fatal(err)
-	}
-	if _, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Patch(ctx, name, types.ApplyYAMLPatchType, body,
-		metav1.PatchOptions{FieldManager: "prospero"}, "status"); err != nil {
-		t.Fatalf("prospero's status apply to %s/%s: %v", ns, name, err)
 	}
 }
 

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
@@ -22,27 +19,6 @@ const stopTimeout = 30 * time.Second
 // drainTimeout is CALIBAN_DRAIN_TIMEOUT_SECONDS for both builds: long
 // enough that the deleted task stays Draining for the whole test.
 const drainTimeout = time.Hour
-
-// installIdentity applies manifests/base but its Deployment: the
-// operator's namespace, ServiceAccount, ClusterRole and leader-election
-// Role, as an installation has them. The binaries then run as that
-// ServiceAccount through OperatorKubeconfig.
-func installIdentity(t *testing.T, ctx context.Context) {
-	t.Helper()
-	objs, err := framework.Kustomize(cluster.Root, filepath.Join("manifests", "base"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rbac []*unstructured.Unstructured
-	for _, u := range objs {
-		if u.GetKind() != "Deployment" { // the binaries run as processes instead
-			rbac = append(rbac, u)
-		}
-	}
-	if err := cluster.Apply(ctx, "", rbac...); err != nil {
-		t.Fatalf("installing the operator's identity from manifests/base: %v", err)
-	}
-}
 
 // identity is a token of the operator's ServiceAccount for one process:
 // its kubeconfig, and the credential id the audit log records its

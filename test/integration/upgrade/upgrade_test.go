@@ -42,7 +42,9 @@ func TestTheCurrentBuildTakesOverThePreviousReleasesTasksWithoutRecreatingOrRewr
 
 	bins := buildBoth(t)
 
-	installIdentity(t, ctx)
+	if err := cluster.InstallOperatorIdentity(ctx); err != nil {
+		t.Fatal(err)
+	}
 	oldID, newID := mintIdentity(t, ctx), mintIdentity(t, ctx)
 	ns := cluster.Namespace(t, nil)
 	releaseTasksAtEnd(t, ns)
