@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -115,22 +116,34 @@ func stampsOf(task *calibanv1alpha1.CalibanTask, sb *sandboxv1beta1.Sandbox, pod
 	return s, nil
 }
 
-// claimBoundAt is when a Bound claim's status was last written, zero if
-// the claim is nil, not Bound or carries no such record. A claim has no
-// condition for binding; its status is written only by the
-// controller-manager's volume binder, last when it marks the claim Bound,
-// and managedFields keeps the time of each manager's last write.
+// claimBoundAt is when the claim was bound to its volume as the scheduler
+// sees it, zero if the claim is nil, not bound, or carries no record of
+// it. A claim has no condition for binding. The controller-manager's
+// volume binder binds in two writes: spec.volumeName with the
+// bind-completed annotation, which is what the scheduler waits for, then
+// the status phase Bound, which can land after the pod is already
+// scheduled. managedFields keeps the time of each manager's last write to
+// the object and to its status apart, so the time wanted is that of the
+// entry, not of the status, that owns spec.volumeName.
 func claimBoundAt(claim *corev1.PersistentVolumeClaim) time.Time {
-	if claim == nil || claim.Status.Phase != corev1.ClaimBound {
+	if claim == nil || claim.Spec.VolumeName == "" {
 		return time.Time{}
 	}
-	var at time.Time
 	for _, f := range claim.ManagedFields {
-		if f.Subresource == "status" && f.Time != nil && f.Time.After(at) {
-			at = f.Time.Time
+		if f.Subresource != "" || f.Time == nil || f.FieldsV1 == nil {
+			continue
+		}
+		var fields struct {
+			Spec map[string]json.RawMessage `json:"f:spec"`
+		}
+		if json.Unmarshal(f.FieldsV1.Raw, &fields) != nil {
+			continue
+		}
+		if _, ok := fields.Spec["f:volumeName"]; ok {
+			return f.Time.Time
 		}
 	}
-	return at
+	return time.Time{}
 }
 
 // podConditionTrueSince is when the pod's condition of type t turned True,

@@ -24,7 +24,13 @@ func mt(s int) *metav1.Time { t := metav1.NewTime(at(s)); return &t }
 // each step.
 type startSteps struct {
 	taskCreated, sandboxCreated, claimBound, podCreated, scheduled, podReady, sandboxReady, running int
+	// claimStatus is when the binder marked the claim Bound in its status,
+	// after claimBound (its spec.volumeName); 0 means at claimBound.
+	claimStatus int
 }
+
+// fields is a managedFields entry's field set, from JSON.
+func fields(raw string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(raw)} }
 
 // startObjects are a task, its Sandbox, its pod and its claim as the
 // apiserver serves them once the task is Running.
@@ -36,6 +42,7 @@ type startObjects struct {
 }
 
 func objectsAt(s startSteps) startObjects {
+	claimStatus := max(s.claimStatus, s.claimBound)
 	return startObjects{
 		task: &calibanv1alpha1.CalibanTask{
 			ObjectMeta: metav1.ObjectMeta{Name: "t-00000", CreationTimestamp: *mt(s.taskCreated)},
@@ -67,11 +74,21 @@ func objectsAt(s startSteps) startObjects {
 			ObjectMeta: metav1.ObjectMeta{
 				Name: "workspace-t-00000-sbx", CreationTimestamp: *mt(s.sandboxCreated),
 				ManagedFields: []metav1.ManagedFieldsEntry{
-					{Manager: "agent-sandbox-controller", Operation: metav1.ManagedFieldsOperationUpdate, Time: mt(s.sandboxCreated)},
-					{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: mt(s.claimBound)},
-					{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: mt(s.claimBound)},
+					{
+						Manager: "agent-sandbox-controller", Operation: metav1.ManagedFieldsOperationUpdate, Time: mt(s.sandboxCreated),
+						FieldsV1: fields(`{"f:metadata":{"f:labels":{}},"f:spec":{"f:accessModes":{},"f:resources":{"f:requests":{"f:storage":{}}}}}`),
+					},
+					{
+						Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Time: mt(s.claimBound),
+						FieldsV1: fields(`{"f:metadata":{"f:annotations":{"f:pv.kubernetes.io/bind-completed":{}}},"f:spec":{"f:volumeName":{}}}`),
+					},
+					{
+						Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, Subresource: "status", Time: mt(claimStatus),
+						FieldsV1: fields(`{"f:status":{"f:phase":{},"f:capacity":{}}}`),
+					},
 				},
 			},
+			Spec:   corev1.PersistentVolumeClaimSpec{VolumeName: "bench-0"},
 			Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
 		},
 	}
@@ -96,7 +113,7 @@ func TestStartStagesFromObjects(t *testing.T) {
 			},
 		},
 		"steps within one second are stages of 0 s, not errors": {
-			steps: startSteps{5, 5, 5, 5, 5, 5, 5, 5},
+			steps: startSteps{5, 5, 5, 5, 5, 5, 5, 5, 5},
 			want:  startStages{},
 		},
 		"a claim bound before its pod existed kept the pod waiting for nothing": {
@@ -107,24 +124,32 @@ func TestStartStagesFromObjects(t *testing.T) {
 				ClaimWait: 0, AfterClaim: 5 * time.Second,
 			},
 		},
-		"a claim whose binder left no status write keeps the scheduling stage whole": {
+		"a claim whose binder left no record of setting its volume keeps the scheduling stage whole": {
 			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 5, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
 			edit: func(o *startObjects) {
-				o.claim.ManagedFields = o.claim.ManagedFields[:2]
+				// Only agent-sandbox's create and the status write remain.
+				o.claim.ManagedFields = append(o.claim.ManagedFields[:1], o.claim.ManagedFields[2])
 			},
 			want: startStages{
 				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
 				ClaimProblem: "no time the claim was bound",
 			},
 		},
-		"a claim that is not Bound has no binding time, whatever its status writes": {
+		"a claim with no volume is not bound, whatever its managedFields say": {
 			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 5, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
 			edit: func(o *startObjects) {
-				o.claim.Status.Phase = corev1.ClaimPending
+				o.claim.Spec.VolumeName = ""
 			},
 			want: startStages{
 				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
 				ClaimProblem: "no time the claim was bound",
+			},
+		},
+		"a claim marked Bound in its status only after its pod was scheduled was bound when its volume was set": {
+			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 5, claimStatus: 8, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
+			want: startStages{
+				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
+				ClaimWait: 3 * time.Second, AfterClaim: time.Second,
 			},
 		},
 		"a task whose claim was not found loses only the split of its scheduling": {
@@ -135,7 +160,7 @@ func TestStartStagesFromObjects(t *testing.T) {
 				ClaimProblem: "no time the claim was bound",
 			},
 		},
-		"a claim last written after its pod was scheduled cannot split the scheduling": {
+		"a claim given its volume after its pod was scheduled means misread stamps, and cannot split the scheduling": {
 			steps: startSteps{taskCreated: 0, sandboxCreated: 1, claimBound: 8, podCreated: 2, scheduled: 6, podReady: 6, sandboxReady: 6, running: 6},
 			want: startStages{
 				Operator: 1 * time.Second, AgentSandbox: 1 * time.Second, Scheduling: 4 * time.Second, Total: 6 * time.Second,
@@ -169,7 +194,7 @@ func TestStartStagesFromObjects(t *testing.T) {
 			},
 		},
 		"a task that is not Running yet has no start to cut": {
-			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6},
+			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6, 0},
 			edit: func(o *startObjects) {
 				o.task.Status.Phase = calibanv1alpha1.TaskProvisioning
 				o.task.Status.Conditions[0].Status = metav1.ConditionFalse
@@ -177,21 +202,21 @@ func TestStartStagesFromObjects(t *testing.T) {
 			wantErr: "task Running (phase Provisioning)",
 		},
 		"a pod that carries no PodScheduled condition is left out rather than guessed at": {
-			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6},
+			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6, 0},
 			edit: func(o *startObjects) {
 				o.pod.Status.Conditions = o.pod.Status.Conditions[:2]
 			},
 			wantErr: "no pod PodScheduled",
 		},
 		"a pod that is not Ready has not started": {
-			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6},
+			steps: startSteps{0, 1, 2, 2, 3, 4, 5, 6, 0},
 			edit: func(o *startObjects) {
 				o.pod.Status.Conditions[1].Status = corev1.ConditionFalse
 			},
 			wantErr: "no pod Ready",
 		},
 		"a task whose pod is gone cannot be cut": {
-			steps:   startSteps{0, 1, 2, 2, 3, 4, 5, 6},
+			steps:   startSteps{0, 1, 2, 2, 3, 4, 5, 6, 0},
 			edit:    func(o *startObjects) { o.pod = nil },
 			wantErr: "is missing",
 		},
