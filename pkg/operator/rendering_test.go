@@ -1,10 +1,13 @@
 package operator
 
 import (
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -182,4 +185,53 @@ func restartWith(t *testing.T, c *TaskController, s builders.AgentSettings) {
 	t.Helper()
 	c.settings, c.fingerprint = s, fingerprintOf(t, s)
 	c.hashes.byTask = nil
+}
+
+// A suspend the apiserver refuses leaves the task in the phase the cluster
+// shows (Running), says why in its Ready message, and the error is
+// retried; once the apply goes through and agent-sandbox has suspended the
+// Sandbox, the task is Suspended.
+func TestARefusedSuspendKeepsTheTaskRunningAndSaysWhy(t *testing.T) {
+	f := lifecycleFixture(t)
+	c, tk := f.runningTask()
+	refusal := `admission webhook "quota.example" denied the request: frozen namespace`
+	f.mu.Lock()
+	f.onSandboxApply = func(string) error { return errors.New(refusal) }
+	f.mu.Unlock()
+
+	tk = f.edit(tk, "kubectl", func(t *calibanv1alpha1.CalibanTask) { t.Spec.Suspend = true })
+	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+		t.Fatal("a refused apply returned no error: it would not be retried")
+	}
+	st := lastStatus(t, f)
+	ready := readyOf(st)
+	if st.Phase != calibanv1alpha1.TaskRunning || ready == nil || ready.Status != metav1.ConditionTrue ||
+		!strings.HasPrefix(ready.Message, "retrying: applying Sandbox fix-bug-sbx: ") || !strings.Contains(ready.Message, "frozen namespace") {
+		t.Errorf("status %s, Ready %+v; want Running, Ready True, message retrying: <the refusal>", st.Phase, ready)
+	}
+	if got := f.events.reasons(); len(got) != 1 || got[0] != EventReconcileError {
+		t.Errorf("Events %v, want one %s", got, EventReconcileError)
+	}
+
+	// The same refusal again writes nothing new.
+	tk = f.feedTask(tk)
+	f.resetActions()
+	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+		t.Fatal("the second refused apply returned no error")
+	}
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("the same refusal again wrote %v, want nothing", w)
+	}
+
+	// Accepted, then suspended by agent-sandbox.
+	f.mu.Lock()
+	f.onSandboxApply = nil
+	f.mu.Unlock()
+	f.mustSync(c, tk)
+	f.sandboxAnswers()
+	tk = f.feedTask(tk)
+	f.mustSync(c, tk)
+	if st := f.storedTask(tk); st.Status.Phase != calibanv1alpha1.TaskSuspended {
+		t.Errorf("once the apply went through and the Sandbox was suspended: phase %s, want Suspended", st.Status.Phase)
+	}
 }
