@@ -70,7 +70,7 @@ fuzz: ## Every fuzz target for FUZZTIME (5m) each.
 test: test-unit test-fuzz test-integration ## Unit tests, bounded fuzzing, integration tests and the short fault scenarios.
 
 .PHONY: bench
-bench: tools ## Benchmark the operator on a fresh test cluster; writes test/bench/results/ (BENCH_N=1000).
+bench: tools ## Benchmark the operator on a fresh test cluster; writes test/bench/results/ (BENCH_N=1000; BENCH_AGENT_SANDBOX=real: through agent-sandbox's controller).
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/caliban-operator ./cmd/caliban-operator
 	$(GO) run ./test/bench
 
