@@ -26,13 +26,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
-	informers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -458,11 +456,8 @@ type pinWatch struct {
 func watchPins(t *testing.T, ctx context.Context, c *framework.Cluster, ns string) *pinWatch {
 	t.Helper()
 	p := &pinWatch{first: map[string]string{}, at: map[string]time.Time{}, changes: map[string]string{}}
-	factory := informers.NewSharedInformerFactoryWithOptions(c.Caliban, 0, informers.WithNamespace(ns))
-	informer := factory.Caliban().V1alpha1().CalibanTasks().Informer()
-	observe := func(obj any) {
-		task, ok := obj.(*calibanv1alpha1.CalibanTask)
-		if !ok || task.Status.ResolvedWorkspace == nil {
+	c.WatchTasks(t, ctx, ns, func(task *calibanv1alpha1.CalibanTask) {
+		if task.Status.ResolvedWorkspace == nil {
 			return
 		}
 		data, err := json.Marshal(task.Status.ResolvedWorkspace)
@@ -478,22 +473,7 @@ func watchPins(t *testing.T, ctx context.Context, c *framework.Cluster, ns strin
 		} else if _, known := p.changes[task.Name]; !known && was != pin {
 			p.changes[task.Name] = fmt.Sprintf("%s: %s → %s", task.Name, was, pin)
 		}
-	}
-	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() {
-		close(stop)
-		factory.Shutdown()
 	})
-	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-		t.Fatal("the pin watch's informer never synced")
-	}
 	return p
 }
 

@@ -17,13 +17,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
-	informers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -361,23 +359,16 @@ func settledChildren(t *testing.T, ctx context.Context, ns string, quiet time.Du
 // while it is on: a task that flickers through Provisioning and back while
 // the new build takes over ends where it began, but is caught here.
 type phaseWatch struct {
-	mu       sync.Mutex
-	want     map[string]taskState
-	on       bool
-	strayed  map[string][]string
-	informer cache.SharedIndexInformer
+	mu      sync.Mutex
+	want    map[string]taskState
+	on      bool
+	strayed map[string][]string
 }
 
 func watchStates(t *testing.T, ctx context.Context, ns string, want map[string]taskState) *phaseWatch {
 	t.Helper()
 	w := &phaseWatch{want: want, on: true, strayed: map[string][]string{}}
-	factory := informers.NewSharedInformerFactoryWithOptions(cluster.Caliban, 0, informers.WithNamespace(ns))
-	w.informer = factory.Caliban().V1alpha1().CalibanTasks().Informer()
-	observe := func(obj any) {
-		task, ok := obj.(*calibanv1alpha1.CalibanTask)
-		if !ok {
-			return
-		}
+	cluster.WatchTasks(t, ctx, ns, func(task *calibanv1alpha1.CalibanTask) {
 		got := stateOf(task)
 		w.mu.Lock()
 		defer w.mu.Unlock()
@@ -389,22 +380,7 @@ func watchStates(t *testing.T, ctx context.Context, ns string, want map[string]t
 		if desc := got.String(); len(seen) == 0 || seen[len(seen)-1] != desc {
 			w.strayed[task.Name] = append(seen, desc)
 		}
-	}
-	if _, err := w.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    observe,
-		UpdateFunc: func(_, obj any) { observe(obj) },
-	}); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	factory.Start(stop)
-	t.Cleanup(func() {
-		close(stop)
-		factory.Shutdown()
 	})
-	if !cache.WaitForCacheSync(ctx.Done(), w.informer.HasSynced) {
-		t.Fatal("the task watch's informer never synced")
-	}
 	return w
 }
 
