@@ -131,7 +131,7 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 	// What the operator itself stops (the deadline, spec.suspend) is
 	// reported stopped only once the cluster shows it: agent-sandbox accepted
 	// operatingMode Suspended and no longer reports the Sandbox Ready (or
-	// there is no agent-sandbox, so nothing runs). Until then the task keeps
+	// the task has no Sandbox, so nothing runs). Until then the task keeps
 	// its last true phase, below.
 	case pastDeadline(task, now) && parked(in):
 		status.Phase = calibanv1alpha1.TaskFailed
