@@ -33,19 +33,10 @@ type realResult struct {
 // sends the same requests per task either way.
 func (b *bench) runReal(ctx context.Context, res *Result) error {
 	cfg := b.cfg
-	rules, err := b.installOperatorRBAC(ctx)
+	_, env, err := b.operatorIdentity(ctx, res)
 	if err != nil {
 		return err
 	}
-	if b.schemas, err = b.installFlowSchemas(ctx, rules); err != nil {
-		return err
-	}
-	res.schemas = b.schemas
-	kubeconfig, err := b.cluster.OperatorKubeconfig(ctx, b.tmp, 24*time.Hour)
-	if err != nil {
-		return err
-	}
-	env := []string{"KUBECONFIG=" + kubeconfig, "CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace}
 
 	nodes, err := b.admin.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {

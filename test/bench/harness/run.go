@@ -161,24 +161,10 @@ func (b *bench) run(ctx context.Context, res *Result) error {
 	}
 	res.ceiling = c
 
-	// The operator's identity, RBAC and the FlowSchemas that count its
-	// requests on the apiserver.
-	rules, err := b.installOperatorRBAC(ctx)
+	kubeconfig, env, err := b.operatorIdentity(ctx, res)
 	if err != nil {
 		return err
 	}
-	if b.schemas, err = b.installFlowSchemas(ctx, rules); err != nil {
-		return err
-	}
-	res.schemas = b.schemas
-	kubeconfig, err := b.cluster.OperatorKubeconfig(ctx, b.tmp, 24*time.Hour)
-	if err != nil {
-		return err
-	}
-	// What the environment requires and nothing else: how to reach the
-	// cluster, where the lease lives (in a pod, the downward API says),
-	// and free loopback ports for metrics and pprof.
-	env := []string{"KUBECONFIG=" + kubeconfig, "CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace}
 
 	// 2. Burst and paced arrivals, operator at its defaults.
 	b.logf("2/6 burst of %d tasks, then %d at %.0f/s", cfg.N, cfg.Paced, cfg.PacedRate)
@@ -655,4 +641,24 @@ func (b *bench) steady(ctx context.Context, env []string, total int, res *Result
 		apf: b.totals(before.apf, after.apf),
 	}
 	return op.Stop()
+}
+
+// operatorIdentity installs the operator's identity and RBAC and the
+// FlowSchemas that count its requests on the apiserver, and returns what
+// the operator's environment requires and nothing else: how to reach the
+// cluster and where the lease lives (in a pod, the downward API says);
+// and the kubeconfig of that identity, which the bare client uses too.
+func (b *bench) operatorIdentity(ctx context.Context, res *Result) (kubeconfig string, env []string, err error) {
+	rules, err := b.installOperatorRBAC(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	if b.schemas, err = b.installFlowSchemas(ctx, rules); err != nil {
+		return "", nil, err
+	}
+	res.schemas = b.schemas
+	if kubeconfig, err = b.cluster.OperatorKubeconfig(ctx, b.tmp, 24*time.Hour); err != nil {
+		return "", nil, err
+	}
+	return kubeconfig, []string{"KUBECONFIG=" + kubeconfig, "CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace}, nil
 }
