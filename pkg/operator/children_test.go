@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +17,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 func TestTheSandboxListWatchDecodesTypedSandboxes(t *testing.T) {
@@ -35,7 +35,7 @@ func TestTheSandboxListWatchDecodesTypedSandboxes(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "t-sbx", Namespace: "team", UID: "u1", ResourceVersion: "7", Generation: 2,
 			Labels:        map[string]string{"app.kubernetes.io/managed-by": "caliban-operator"},
-			Annotations:   map[string]string{AnnotationAppliedHash: "h"},
+			Annotations:   map[string]string{freshness.AnnotationAppliedHash: "h"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "caliban-operator", Operation: metav1.ManagedFieldsOperationApply}},
 		},
 		Spec:   sandboxv1beta1.SandboxSpec{OperatingMode: sandboxv1beta1.OperatingModeRunning},
@@ -125,65 +125,23 @@ func TestAChildIsCheckedAgainstThePinItsTaskJustWrote(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	v, err := c.viewOf(np)
+	v, err := c.children.Transform(np)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v.(*childView).Holds == "" {
+	if v.(*freshness.View).Holds == "" {
 		t.Error("the NetworkPolicy the sync just applied was not found to hold what its task wants")
 	}
 
 	// A task the caches know nothing of vouches for nothing.
 	other := np.DeepCopy()
 	other.OwnerReferences[0].UID = "someone-else"
-	v, err = c.viewOf(other)
+	v, err = c.children.Transform(other)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := v.(*childView).Holds; got != "" {
+	if got := v.(*freshness.View).Holds; got != "" {
 		t.Errorf("a child of an unknown task holds %q", got)
-	}
-}
-
-func TestChildHashesAreRenderedOncePerTaskVersion(t *testing.T) {
-	f := newFixture(t)
-	c := f.taskController()
-	pinned := task(func(t *calibanv1alpha1.CalibanTask) {
-		t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{}
-	})
-	first, _, err := c.desiredHashes(pinned, pinned.Status.ResolvedWorkspace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Same resourceVersion: the memo answers, whatever the object says
-	// (a real task cannot change without a new resourceVersion).
-	same := pinned.DeepCopy()
-	same.Labels = map[string]string{"changed": "yes"}
-	again, rendered, err := c.desiredHashes(same, same.Status.ResolvedWorkspace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again != first || rendered != nil {
-		t.Errorf("the same task version rendered again: %+v, then %+v", first, again)
-	}
-	// A new version is rendered anew.
-	edited := same.DeepCopy()
-	edited.ResourceVersion = "2"
-	edited.Status.ResolvedWorkspace.Env = []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}}
-	next, _, err := c.desiredHashes(edited, edited.Status.ResolvedWorkspace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if next.sandbox == first.sandbox || next.resourceVersion != "2" {
-		t.Errorf("a new task version kept the old hashes: %+v", next)
-	}
-	// Another pin than the task's own is never memoized.
-	other := &calibanv1alpha1.ResolvedWorkspace{}
-	if _, _, err := c.desiredHashes(edited, other); err != nil {
-		t.Fatal(err)
-	}
-	if got, _ := c.hashes.get(edited); got != next {
-		t.Errorf("a foreign pin replaced the memo: %+v", got)
 	}
 }
 
@@ -203,54 +161,29 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	restarted.hashes.byTask = nil // a new term: an empty memo
+	restartWith(t, f, restarted, builders.DefaultAgentSettings()) // a new term: an empty memo
 	for _, child := range []any{sa, np, sb} {
-		v, err := restarted.viewOf(child)
+		v, err := restarted.children.Transform(child)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.(*childView).Holds == "" {
+		if v.(*freshness.View).Holds == "" {
 			t.Fatalf("%T was found wanting", child)
 		}
 	}
-	got, rendered, err := restarted.desiredHashes(stored, stored.Status.ResolvedWorkspace)
+	got, err := restarted.children.Want(stored, stored.Status.ResolvedWorkspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rendered != nil {
+	if got.Rendered() {
 		t.Error("the first sync rendered the children again")
 	}
-	want, err := restarted.renderChildren(stored, stored.Status.ResolvedWorkspace)
+	want, err := got.Render()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != want.hashes {
-		t.Errorf("memoized hashes %+v, rendered %+v", got, want.hashes)
-	}
-}
-
-// A restart checks no child before the task cache has synced: a child
-// checked against a task not listed yet would be found wanting and applied
-// again.
-func TestAChildIsCheckedOnlyOnceTheGateOpens(t *testing.T) {
-	f := newFixture(t)
-	c, tk := f.provisionedTask()
-	sa, _ := f.servedChildren(tk)
-	gate := make(chan struct{})
-	c.checkChildrenAfter(gate)
-	viewed := make(chan *childView, 1)
-	go func() {
-		v, _ := c.viewOf(sa)
-		viewed <- v.(*childView)
-	}()
-	select {
-	case <-viewed:
-		t.Fatal("the child was checked before the gate opened")
-	case <-time.After(100 * time.Millisecond):
-	}
-	close(gate)
-	if v := <-viewed; v.Holds == "" {
-		t.Error("once the gate opened, the child was found wanting")
+	if got.Hashes != want.Hashes {
+		t.Errorf("memoized hashes %+v, rendered %+v", got.Hashes, want.Hashes)
 	}
 }
 
@@ -269,65 +202,18 @@ func TestThePinningSyncRemembersTheChildHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, ok := c.hashes.get(stored)
-	if !ok {
-		t.Fatalf("after the pinning sync the memo holds %+v for version %q", got, stored.ResourceVersion)
-	}
-	want, err := c.renderChildren(stored, stored.Status.ResolvedWorkspace)
+	got, err := c.children.Want(stored, stored.Status.ResolvedWorkspace)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != want.hashes {
-		t.Errorf("memoized hashes %+v, rendered from the stored pin %+v", got, want.hashes)
+	if got.Rendered() {
+		t.Fatalf("after the pinning sync the memo has nothing for version %q", stored.ResourceVersion)
 	}
-}
-
-func TestTheOperatorsOwnStatusWriteKeepsTheChildHashes(t *testing.T) {
-	pinned := func(mods ...func(*calibanv1alpha1.CalibanTask)) *calibanv1alpha1.CalibanTask {
-		return task(append([]func(*calibanv1alpha1.CalibanTask){func(t *calibanv1alpha1.CalibanTask) {
-			t.UID, t.Generation, t.ResourceVersion = "u1", 1, "1"
-			t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{Env: []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}}}
-		}}, mods...)...)
+	want, err := got.Render()
+	if err != nil {
+		t.Fatal(err)
 	}
-	written := func(mods ...func(*calibanv1alpha1.CalibanTask)) *calibanv1alpha1.CalibanTask {
-		return pinned(append([]func(*calibanv1alpha1.CalibanTask){func(t *calibanv1alpha1.CalibanTask) {
-			t.ResourceVersion = "2"
-			t.Status.Phase = calibanv1alpha1.TaskRunning
-		}}, mods...)...)
-	}
-	tests := map[string]struct {
-		from, to *calibanv1alpha1.CalibanTask
-		carried  bool
-	}{
-		"a status write under the same spec and pin keeps them": {
-			from: pinned(), to: written(), carried: true,
-		},
-		"a new generation (the spec changed) drops them": {
-			from: pinned(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.Generation = 2 }),
-		},
-		"another pin drops them": {
-			from: pinned(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.Status.ResolvedWorkspace.Env[0].Value = "slow" }),
-		},
-		"a task that was not pinned has nothing to keep": {
-			from: pinned(func(t *calibanv1alpha1.CalibanTask) { t.Status.ResolvedWorkspace = nil }), to: written(),
-		},
-		"another task with the name drops them": {
-			from: pinned(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.UID = "u2" }),
-		},
-	}
-	for name, tc := range tests {
-		t.Run(name, func(t *testing.T) {
-			var m hashMemo
-			known := childHashes{serviceAccount: "sa", networkPolicy: "np", sandbox: "sb"}
-			m.record(tc.from, func(h *childHashes) { h.serviceAccount, h.networkPolicy, h.sandbox = "sa", "np", "sb" })
-			m.carry(tc.from, tc.to)
-			got, ok := m.get(tc.to)
-			if ok != tc.carried {
-				t.Fatalf("known for the written version = %v (%+v), want %v", ok, got, tc.carried)
-			}
-			if ok && (got.serviceAccount != known.serviceAccount || got.networkPolicy != known.networkPolicy || got.sandbox != known.sandbox) {
-				t.Errorf("carried %+v, want %+v", got, known)
-			}
-		})
+	if got.Hashes != want.Hashes {
+		t.Errorf("memoized hashes %+v, rendered from the stored pin %+v", got.Hashes, want.Hashes)
 	}
 }

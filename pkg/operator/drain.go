@@ -71,15 +71,10 @@ func (c *TaskController) syncDrainFinalizer(ctx context.Context, task *calibanv1
 	want, has := builders.WantsDrain(task), builders.HasDrainFinalizer(task)
 	switch {
 	case want && !has:
-		// Applied as the operator's own entry of the finalizer set, so no
-		// other writer's finalizers are touched.
-		ac := calibanac.CalibanTask(task.Name, task.Namespace).WithFinalizers(calibanv1alpha1.FinalizerDrain)
-		written, err := c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Apply(ctx, ac, applyOptions)
+		written, err := c.applyDrainFinalizer(ctx, task, true)
 		if err != nil {
 			return nil, fmt.Errorf("adding the drain finalizer to CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 		}
-		c.hashes.carry(task, written)
-		c.taskCache.Mutation(written)
 		return written, nil
 	case !want && has:
 		return task, c.removeDrainFinalizer(ctx, task)
@@ -87,12 +82,38 @@ func (c *TaskController) syncDrainFinalizer(ctx context.Context, task *calibanv1
 	return task, nil
 }
 
-// removeDrainFinalizer takes the drain finalizer off the task with a JSON
-// patch that first tests the entry it removes: whoever else holds a
-// finalizer on the task keeps it, and a list that changed since the cache
-// saw it fails the patch (retried) rather than lose someone's entry.
+// applyDrainFinalizer applies the operator's own entry of the task's
+// finalizer set: the drain finalizer when hold is set, none otherwise.
+// Server-side apply adds and removes only that entry, so whoever else
+// holds a finalizer on the task keeps it, whatever the cache saw.
+func (c *TaskController) applyDrainFinalizer(ctx context.Context, task *calibanv1alpha1.CalibanTask, hold bool) (*calibanv1alpha1.CalibanTask, error) {
+	ac := calibanac.CalibanTask(task.Name, task.Namespace).WithUID(task.UID)
+	if hold {
+		ac.WithFinalizers(calibanv1alpha1.FinalizerDrain)
+	}
+	written, err := apply(ctx, c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name, ac)
+	if err != nil {
+		return nil, err
+	}
+	c.children.Carry(task, written)
+	c.taskCache.Mutation(written)
+	return written, nil
+}
+
+// removeDrainFinalizer lets the task go. A drain finalizer some other
+// field manager wrote (a task created with it) is not the operator's
+// entry, so the apply leaves it: it is then removed by a JSON patch that
+// first tests the entry it removes, so a list that changed since fails
+// the patch (retried) rather than lose someone's finalizer.
 func (c *TaskController) removeDrainFinalizer(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
-	i := slices.Index(task.Finalizers, calibanv1alpha1.FinalizerDrain)
+	written, err := c.applyDrainFinalizer(ctx, task, false)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("removing the drain finalizer of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+	}
+	i := slices.Index(written.Finalizers, calibanv1alpha1.FinalizerDrain)
 	if i < 0 {
 		return nil
 	}
@@ -107,7 +128,7 @@ func (c *TaskController) removeDrainFinalizer(ctx context.Context, task *caliban
 	_, err = c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Patch(ctx, task.Name, types.JSONPatchType, patch,
 		metav1.PatchOptions{FieldManager: builders.FieldManager})
 	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing the drain finalizer of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+		return fmt.Errorf("removing the drain finalizer another manager wrote on CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
 	return nil
 }

@@ -219,3 +219,15 @@ func hostname() string {
 }
 
 var _ Recorder = (*EventRecorder)(nil)
+
+// phaseNote is the note of a PhaseChanged Event.
+func phaseNote(from, to, message string) string {
+	if from == "" {
+		from = "(none)"
+	}
+	note := from + " → " + to
+	if message != "" {
+		note += ": " + message
+	}
+	return note
+}

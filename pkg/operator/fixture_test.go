@@ -29,6 +29,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanfake "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/fake"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // fixture is the sample-controller test fixture: objects go into the
@@ -55,6 +56,9 @@ type fixture struct {
 	sandboxWrites []string
 	// sandboxGets counts the GETs of a Sandbox that found one.
 	sandboxGets int
+	// servedSandboxes are the Sandboxes the cluster has, by key, as
+	// cacheSandbox last cached them (the cache itself keeps views).
+	servedSandboxes map[string]*sandboxv1beta1.Sandbox
 	// onSandboxApply, when set, sees each Sandbox apply first; an error
 	// fails the request with 500.
 	onSandboxApply func(name string) error
@@ -63,6 +67,10 @@ type fixture struct {
 	// sandboxAPI is agent-sandbox's API as the controller sees it: served
 	// unless a test says otherwise.
 	sandboxAPI fakeSandboxAPI
+	// children is the latest task controller's: cache puts what its
+	// transform makes of a child into the child caches, as an informer
+	// would.
+	children *freshness.Tracker
 }
 
 // fakeSandboxAPI answers SandboxAPI with a fixed value.
@@ -137,8 +145,9 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 	_, _ = w.Write(body)
 }
 
-// serveSandboxGet answers a GET of one Sandbox with what the test's
-// Sandbox store holds, which stands for the cluster's Sandboxes.
+// serveSandboxGet answers a GET of one Sandbox with what the test last
+// put into the Sandbox cache (cacheSandbox), which stands for the
+// cluster's Sandboxes.
 func (f *fixture) serveSandboxGet(w http.ResponseWriter, path string) {
 	parts := strings.Split(strings.Trim(path, "/"), "/")
 	// apis/agents.x-k8s.io/v1beta1/namespaces/<ns>/sandboxes/<name>
@@ -147,9 +156,10 @@ func (f *fixture) serveSandboxGet(w http.ResponseWriter, path string) {
 		http.Error(w, "unexpected request", http.StatusMethodNotAllowed)
 		return
 	}
-	obj, exists, _ := f.sandboxInformer.GetStore().GetByKey(parts[4] + "/" + parts[6])
-	sb, ok := obj.(*sandboxv1beta1.Sandbox)
-	if !exists || !ok {
+	f.mu.Lock()
+	sb, exists := f.servedSandboxes[parts[4]+"/"+parts[6]]
+	f.mu.Unlock()
+	if !exists {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
@@ -203,7 +213,14 @@ func (f *fixture) lastSandboxApply() *unstructured.Unstructured {
 // into the Sandbox cache in the typed form the informer decodes it to.
 func (f *fixture) cacheSandbox(u *unstructured.Unstructured) {
 	f.t.Helper()
-	f.cache(f.sandboxInformer, watchedSandbox(f.t, u))
+	sb := watchedSandbox(f.t, u)
+	f.mu.Lock()
+	if f.servedSandboxes == nil {
+		f.servedSandboxes = map[string]*sandboxv1beta1.Sandbox{}
+	}
+	f.servedSandboxes[sb.Namespace+"/"+sb.Name] = sb.DeepCopy()
+	f.mu.Unlock()
+	f.cache(f.sandboxInformer, sb)
 }
 
 // watchedSandbox is a Sandbox as the informer's watch decodes it: typed,
@@ -239,7 +256,17 @@ func (f *fixture) taskController() *TaskController {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	f.children = c.children
 	return c
+}
+
+// childInformers are the child informers by kind.
+func (f *fixture) childInformers() map[freshness.Kind]cache.SharedIndexInformer {
+	return map[freshness.Kind]cache.SharedIndexInformer{
+		freshness.ServiceAccount: f.kubeInformers.Core().V1().ServiceAccounts().Informer(),
+		freshness.NetworkPolicy:  f.kubeInformers.Networking().V1().NetworkPolicies().Informer(),
+		freshness.Sandbox:        f.sandboxInformer,
+	}
 }
 
 func (f *fixture) workspaceController() *WorkspaceController {
@@ -294,9 +321,19 @@ func (f *fixture) seed(objs ...runtime.Object) {
 }
 
 // cache replaces an object in an informer cache only: what the informer
-// would have delivered after a write.
+// would have delivered after a write, a child as its transform views it.
 func (f *fixture) cache(inf cache.SharedIndexInformer, obj any) {
 	f.t.Helper()
+	switch obj.(type) {
+	case *corev1.ServiceAccount, *networkingv1.NetworkPolicy, *sandboxv1beta1.Sandbox:
+		if f.children == nil {
+			f.t.Fatal("a child cached before there is a task controller to view it")
+		}
+		var err error
+		if obj, err = f.children.Transform(obj); err != nil {
+			f.t.Fatal(err)
+		}
+	}
 	if err := inf.GetIndexer().Update(obj); err != nil {
 		f.t.Fatal(err)
 	}

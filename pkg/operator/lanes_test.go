@@ -12,6 +12,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 func names(s ...string) []cache.ObjectName {
@@ -148,8 +149,8 @@ func TestTheLoopsQueueServesUrgentItemsFirst(t *testing.T) {
 
 func TestATaskAwaitsRunningWhenItsSandboxIsReady(t *testing.T) {
 	provisioning := func(tk *calibanv1alpha1.CalibanTask) { tk.Status.Phase = calibanv1alpha1.TaskProvisioning }
-	sandboxOf := func(tk *calibanv1alpha1.CalibanTask, ready metav1.ConditionStatus) *childView {
-		return &childView{
+	sandboxOf := func(tk *calibanv1alpha1.CalibanTask, ready metav1.ConditionStatus) *freshness.View {
+		return &freshness.View{
 			ObjectMeta: metav1.ObjectMeta{Name: builders.SandboxName(tk.Name), Namespace: tk.Namespace,
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, calibanv1alpha1.SchemeGroupVersion.WithKind("CalibanTask"))}},
 			SandboxStatus: &sandboxv1beta1.SandboxStatus{ServiceFQDN: "fix-bug.team.svc.cluster.local",
@@ -158,23 +159,23 @@ func TestATaskAwaitsRunningWhenItsSandboxIsReady(t *testing.T) {
 	}
 	tests := map[string]struct {
 		task    *calibanv1alpha1.CalibanTask
-		sandbox func(*calibanv1alpha1.CalibanTask) *childView
+		sandbox func(*calibanv1alpha1.CalibanTask) *freshness.View
 		want    bool
 	}{
 		"a Provisioning task whose Sandbox is Ready": {
-			task: task(provisioning), sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView { return sandboxOf(tk, metav1.ConditionTrue) }, want: true,
+			task: task(provisioning), sandbox: func(tk *calibanv1alpha1.CalibanTask) *freshness.View { return sandboxOf(tk, metav1.ConditionTrue) }, want: true,
 		},
 		"a Provisioning task whose Sandbox is not Ready": {
-			task: task(provisioning), sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView { return sandboxOf(tk, metav1.ConditionFalse) },
+			task: task(provisioning), sandbox: func(tk *calibanv1alpha1.CalibanTask) *freshness.View { return sandboxOf(tk, metav1.ConditionFalse) },
 		},
 		"a Running task": {
 			task:    task(func(tk *calibanv1alpha1.CalibanTask) { tk.Status.Phase = calibanv1alpha1.TaskRunning }),
-			sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView { return sandboxOf(tk, metav1.ConditionTrue) },
+			sandbox: func(tk *calibanv1alpha1.CalibanTask) *freshness.View { return sandboxOf(tk, metav1.ConditionTrue) },
 		},
 		"a Provisioning task with no Sandbox": {task: task(provisioning)},
 		"a Ready Sandbox with no address, which its sync does not call Running": {
 			task: task(provisioning),
-			sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView {
+			sandbox: func(tk *calibanv1alpha1.CalibanTask) *freshness.View {
 				v := sandboxOf(tk, metav1.ConditionTrue)
 				v.SandboxStatus.ServiceFQDN = ""
 				return v
@@ -182,7 +183,7 @@ func TestATaskAwaitsRunningWhenItsSandboxIsReady(t *testing.T) {
 		},
 		"a Ready Sandbox of the same name that another object controls": {
 			task: task(provisioning),
-			sandbox: func(tk *calibanv1alpha1.CalibanTask) *childView {
+			sandbox: func(tk *calibanv1alpha1.CalibanTask) *freshness.View {
 				v := sandboxOf(tk, metav1.ConditionTrue)
 				v.OwnerReferences[0].UID = "someone-else"
 				return v

@@ -127,7 +127,7 @@ func (o *Operator) Run(ctx context.Context) error {
 		defer close(tasksSynced) // also when the term ends unsynced: nothing may wait forever
 		cache.WaitForCacheSync(ctx.Done(), tasks.Informer().HasSynced)
 	}()
-	tc.checkChildrenAfter(tasksSynced)
+	tc.CheckChildrenAfter(tasksSynced)
 	kubeFactory.Start(ctx.Done())
 
 	errs := make(chan error, 2)

@@ -12,6 +12,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // newSettings are what an operator restarted with another storage size,
@@ -57,7 +58,7 @@ func renderedOf(t *testing.T, u *unstructured.Unstructured) rendered {
 	if len(vcts) == 1 {
 		r.Storage, _, _ = unstructured.NestedString(vcts[0].(map[string]any), "spec", "resources", "requests", "storage")
 	}
-	r.RenderedBy = u.GetAnnotations()[AnnotationRenderedBy]
+	r.RenderedBy = u.GetAnnotations()[freshness.AnnotationRenderedBy]
 	r.Mode, _, _ = unstructured.NestedString(u.Object, "spec", "operatingMode")
 	return r
 }
@@ -88,7 +89,7 @@ func TestARestartWithOtherSettingsKeepsTheChildrenOfExistingTasks(t *testing.T) 
 		t.Fatalf("set-up: the Sandbox was applied as %+v, want %+v", first, want)
 	}
 
-	restartWith(t, restarted, newSettings())
+	restartWith(t, f, restarted, newSettings())
 	for pass := 1; pass <= 2; pass++ {
 		f.resetActions()
 		f.mustSync(restarted, tk)
@@ -179,12 +180,21 @@ func TestARenderingChangeKeepsTheLiveVolumeClaimTemplates(t *testing.T) {
 }
 
 // restartWith makes c what a restart with settings s would make it: the
-// settings and their fingerprint replaced, nothing remembered. (A second
-// controller cannot share the fixture's informers.)
-func restartWith(t *testing.T, c *TaskController, s builders.AgentSettings) {
+// settings replaced, nothing remembered. (A second controller cannot share
+// the fixture's informers.)
+func restartWith(t *testing.T, f *fixture, c *TaskController, s builders.AgentSettings) {
 	t.Helper()
-	c.settings, c.fingerprint = s, fingerprintOf(t, s)
-	c.hashes.byTask = nil
+	children, err := freshness.New(s, c.controllingTask)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for kind, inf := range f.childInformers() {
+		if err := children.Track(kind, inf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.settings, c.children = s, children
+	f.children = children
 }
 
 // A suspend the apiserver refuses leaves the task in the phase the cluster

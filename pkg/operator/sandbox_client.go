@@ -102,9 +102,9 @@ func sandboxListWatch(client rest.Interface, namespace string, tweak func(*metav
 
 var sandboxApplyOptions = metav1.PatchOptions{FieldManager: builders.FieldManager, Force: ptr.To(true)}
 
-// applySandbox server-side applies the desired Sandbox. The answer is not
+// writeSandbox server-side applies the desired Sandbox. The answer is not
 // decoded: the Sandbox's watch brings it to the cache.
-func (c *TaskController) applySandbox(ctx context.Context, desired *sandboxv1beta1.Sandbox) error {
+func (c *TaskController) writeSandbox(ctx context.Context, desired *sandboxv1beta1.Sandbox) error {
 	body, err := builders.SandboxApplyBody(desired)
 	if err != nil {
 		return err

@@ -19,11 +19,11 @@ import (
 	"k8s.io/utils/clock"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // TaskControllerName names the CalibanTask queue (and its metrics).
@@ -60,26 +60,15 @@ type TaskController struct {
 	// top, until the informer brings them: the children's transform reads
 	// a task's pin from it, and the pin is written moments before the
 	// children whose events it checks.
-	taskCache cache.MutationCache
-	hashes    hashMemo
-	// childGate, when set, holds the children's transform back until it
-	// is closed (checkChildrenAfter).
-	childGate  <-chan struct{}
+	taskCache  cache.MutationCache
 	workspaces calibanlisters.WorkspaceLister
-	// The children's stores hold views (childView, the informers'
-	// transform viewOf), not the objects: the generated listers would
-	// insist on the objects' types.
-	serviceAccounts cache.Store
-	networkPolicies cache.Store
-	sandboxes       cache.Store
-	sandboxAPI      SandboxAPI
-	settings        builders.AgentSettings
-	// fingerprint names how settings render children
-	// (builders.RenderingFingerprint); children stamped with another are
-	// kept as they are.
-	fingerprint string
-	recorder    Recorder
-	clock       clock.PassiveClock
+	// children keeps the children's caches as views and knows whether each
+	// holds what its task wants.
+	children   *freshness.Tracker
+	sandboxAPI SandboxAPI
+	settings   builders.AgentSettings
+	recorder   Recorder
+	clock      clock.PassiveClock
 	// taskDrainTimeout bounds a deleted task's drain
 	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
 	taskDrainTimeout time.Duration
@@ -113,22 +102,19 @@ func NewTaskController(
 		taskIndexer:   tasks.Informer().GetIndexer(),
 		taskCache: cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), tasks.Informer().GetStore(),
 			cache.MutationCacheOptions{TTL: time.Minute, MaxCacheSize: 4096}),
-		workspaces:      workspaces.Lister(),
-		serviceAccounts: serviceAccounts.Informer().GetStore(),
-		networkPolicies: networkPolicies.Informer().GetStore(),
-		sandboxes:       sandboxes.GetStore(),
-		sandboxAPI:      sandboxAPI,
-		settings:        settings,
-		recorder:        recorder,
-		clock:           clk,
+		workspaces: workspaces.Lister(),
+		sandboxAPI: sandboxAPI,
+		settings:   settings,
+		recorder:   recorder,
+		clock:      clk,
 		// The setting's default; cmd sets what the environment says.
 		taskDrainTimeout: builders.DefaultTaskDrainTimeout,
 	}
-	fingerprint, err := builders.RenderingFingerprint(settings)
+	children, err := freshness.New(settings, c.controllingTask)
 	if err != nil {
 		return nil, err
 	}
-	c.fingerprint = fingerprint
+	c.children = children
 	c.loop = newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics, c.awaitsRunning)
 	c.sync = c.syncTask
 	c.synced = []cache.InformerSynced{
@@ -161,7 +147,7 @@ func NewTaskController(
 			}
 			if task, ok := obj.(*calibanv1alpha1.CalibanTask); ok {
 				c.taskCache.OnDelete(task)
-				c.hashes.forget(task.UID)
+				c.children.Forget(task)
 			}
 		},
 	}); err != nil {
@@ -182,7 +168,7 @@ func NewTaskController(
 	// A child's creation wakes nobody: the operator created it, from a sync
 	// that already read the result, and at start-up every task is enqueued
 	// by its own informer.
-	children := cache.ResourceEventHandlerFuncs{
+	childEvents := cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(old, new any) {
 			if childUpdateMatters(old, new) {
 				c.enqueueOwner(new)
@@ -190,15 +176,15 @@ func NewTaskController(
 		},
 		DeleteFunc: c.enqueueOwner,
 	}
-	for kind, inf := range map[string]cache.SharedIndexInformer{
-		"ServiceAccount": serviceAccounts.Informer(),
-		"NetworkPolicy":  networkPolicies.Informer(),
-		"Sandbox":        sandboxes,
+	for kind, inf := range map[freshness.Kind]cache.SharedIndexInformer{
+		freshness.ServiceAccount: serviceAccounts.Informer(),
+		freshness.NetworkPolicy:  networkPolicies.Informer(),
+		freshness.Sandbox:        sandboxes,
 	} {
-		if err := inf.SetTransform(c.viewOf); err != nil {
-			return nil, fmt.Errorf("setting the %s transform: %w", kind, err)
+		if err := c.children.Track(kind, inf); err != nil {
+			return nil, err
 		}
-		if _, err := inf.AddEventHandler(children); err != nil {
+		if _, err := inf.AddEventHandler(childEvents); err != nil {
 			return nil, fmt.Errorf("adding %s event handler: %w", kind, err)
 		}
 	}
@@ -307,132 +293,55 @@ func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (ti
 }
 
 // reconcile follows docs/crd-reference.md#admission (pseudo-code in
-// docs/architecture.md#task-sync): admission and the pin (once), the
-// per-reconcile posture and state checks, the children, then the status.
+// docs/architecture.md#task-sync): decide admission and the checks, pin
+// once, keep the finalizer and the children, then derive and write the
+// status.
 func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.CalibanTask) (time.Duration, error) {
-	logger := klog.FromContext(ctx)
-	var (
-		failure     *builders.Failure
-		after       time.Duration
-		pin         = task.Status.ResolvedWorkspace
-		posture     = task.Status.PermissionPosture
-		newlyPinned bool
-	)
-
-	if f := builders.LifecycleProblem(task); f != nil {
-		// Checked before admission: a task is never pinned under a
-		// deletion the operator would not honour.
-		failure, after = f, failureRequeue
-	} else if pin == nil {
-		// A missing Workspace is an answer (nil), not an error.
-		ws, err := c.workspaces.Workspaces(task.Namespace).Get(task.Spec.WorkspaceRef.Name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return 0, err
-		}
-		adm := builders.Admit(task, ws)
-		switch adm.Verdict {
-		case builders.WaitForWorkspace:
-			// Pending is written once, into an empty status; a task that
-			// already says something keeps saying it until admission decides.
-			if task.Status.Phase == "" {
-				if _, err := c.writeStatus(ctx, task, builders.TaskStatusInput{Task: task}); err != nil {
-					return 0, err
-				}
-			}
-			logger.V(4).Info("Waiting for the workspace to be validated", "workspace", task.Spec.WorkspaceRef.Name)
-			return pendingWorkspaceRequeue, nil
-		case builders.Rejected:
-			failure, after = &adm.Failure, failureRequeue
-		case builders.Admitted:
-			pin, posture, newlyPinned = adm.Pin, adm.Posture, true
-		}
-	} else if f := builders.PinnedPostureProblem(task); f != nil {
-		failure, after = f, failureRequeue
-	} else {
-		posture = builders.RequestedPosture(task)
+	d, err := c.decide(ctx, task)
+	if err != nil {
+		return 0, err
 	}
-
-	if failure == nil && pin != nil {
-		f, err := builders.StateProblem(task.Spec.State, secretGetter(ctx, c.kube, task.Namespace))
-		if err != nil {
-			return 0, err
-		}
-		if f != nil {
-			failure, after = f, failureRequeue
-		}
+	if d.waitForWorkspace {
+		return pendingWorkspaceRequeue, c.recordPending(ctx, task)
 	}
-
 	now := c.clock.Now()
-	in := builders.TaskStatusInput{Task: task, Failure: failure, Pin: pin, Posture: posture, Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout}
-	if failure != nil || pin == nil {
-		// Nothing is applied for a failed task, but a Sandbox it already has
-		// is still its Sandbox.
-		in.Sandbox = c.observedSandbox(task)
-		written, err := c.writeStatus(ctx, task, in)
-		if err != nil || pin == nil {
-			return after, err
-		}
-		// A pinned task keeps the finalizer its onDelete asks for, failed
-		// or not: it is deleted like any other.
-		_, err = c.syncDrainFinalizer(ctx, written)
-		return after, err
+	in := builders.TaskStatusInput{Task: task, Failure: d.failure, Pin: d.pin, Posture: d.posture, Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout}
+	if d.failure != nil || d.pin == nil {
+		return d.after, c.recordWithoutApplying(ctx, task, in)
 	}
 
-	if newlyPinned {
-		// Pin first: the pin, the admitted posture and Provisioning in one
-		// write before any child, so a child apply that keeps failing
-		// retries under this pin instead of re-admitting against whatever
-		// the Workspace says by then. The write is conditional on the
-		// resourceVersion the decision was made from: a cache that lags
-		// behind a pin written moments ago gets a conflict, never a second
-		// pin of a Workspace edited since.
-		pinIn := in
-		pinIn.SandboxAPIMissing = !c.sandboxAPI.Served()
-		written, err := c.writeStatusIf(ctx, task, pinIn, true)
+	if d.newlyPinned {
+		written, err := c.writePin(ctx, task, in)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// The newer version may differ only in what the operator wrote
 			// itself, which wakes nobody: look again shortly.
-			logger.V(4).Info("The task changed since the cache saw it; looking again", "error", err)
+			klog.FromContext(ctx).V(4).Info("The task changed since the cache saw it; looking again", "error", err)
 			return conflictRequeue, nil
 		}
 		if err != nil {
 			return 0, err
 		}
-		task, in.Task = written, written
-		c.taskCache.Mutation(written)
 		// From here on the task is pinned like any other: the children are
-		// rendered from the pin as the server stored it, and their hashes
-		// are remembered for the version just written, which the
-		// children's events will be checked against.
+		// rendered from the pin as the server stored it.
+		task, in.Task = written, written
 		if written.Status.ResolvedWorkspace != nil {
-			pin, in.Pin = written.Status.ResolvedWorkspace, written.Status.ResolvedWorkspace
+			in.Pin = written.Status.ResolvedWorkspace
 		}
 	}
 
 	// The finalizer before any child: a task deleted once it has children
 	// must find it there.
-	task, err := c.syncDrainFinalizer(ctx, task)
-	if err != nil {
+	if task, err = c.syncDrainFinalizer(ctx, task); err != nil {
 		return 0, err
 	}
 	in.Task = task
 
-	sandbox, apiMissing, err := c.applyChildren(ctx, task, pin, builders.SandboxMode(task, now))
+	sandbox, apiMissing, err := c.applyChildren(ctx, task, in.Pin, builders.SandboxMode(task, now))
 	if err != nil {
-		// The task says why it is stuck (once: the same problem again
-		// changes nothing to write); the error retries with backoff.
-		in.ApplyProblem, in.Sandbox = err.Error(), c.observedSandbox(task)
-		if _, werr := c.writeStatus(ctx, task, in); werr != nil {
-			logger.V(2).Info("Could not record the apply problem in the status", "error", werr)
-		}
+		c.recordApplyProblem(ctx, task, in, err)
 		return 0, err
 	}
 	in.Sandbox, in.SandboxAPIMissing = sandbox, apiMissing
-	if apiMissing && c.sandboxAPI.Served() {
-		// Served by discovery, yet the apply found no such resource: the
-		// CRD went away. Look again later rather than wait for an event.
-		after = failureRequeue
-	}
 	written, err := c.writeStatus(ctx, task, in)
 	if err != nil {
 		return 0, err
@@ -441,7 +350,121 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	if expiry := builders.Expiry(task, completion); !expiry.IsZero() && !now.Before(expiry) {
 		return 0, c.deleteExpired(ctx, task)
 	}
+	after := d.after
+	if apiMissing && c.sandboxAPI.Served() {
+		// Served by discovery, yet the apply found no such resource: the
+		// CRD went away. Look again later rather than wait for an event.
+		after = failureRequeue
+	}
 	return soonest(after, builders.NextLifecycleWake(task, completion, now)), nil
+}
+
+// decision is what a task's sync decided before writing anything.
+type decision struct {
+	// waitForWorkspace: no pin yet, and the Workspace is not validated.
+	waitForWorkspace bool
+	// failure, when set, is why nothing is applied; after is when to look
+	// again.
+	failure *builders.Failure
+	after   time.Duration
+	pin     *calibanv1alpha1.ResolvedWorkspace
+	posture calibanv1alpha1.PermissionPosture
+	// newlyPinned: pin is the admission's, not in the task yet.
+	newlyPinned bool
+}
+
+// decide gathers what the checks read (the Workspace while there is no
+// pin, the state token Secret) and runs them in order: the lifecycle, then
+// admission and the pin (once) or the pinned posture, then the state.
+func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.CalibanTask) (decision, error) {
+	d := decision{pin: task.Status.ResolvedWorkspace, posture: task.Status.PermissionPosture}
+	if f := builders.LifecycleProblem(task); f != nil {
+		// Checked before admission: a task is never pinned under a
+		// deletion the operator would not honour.
+		return decision{failure: f, after: failureRequeue, pin: d.pin, posture: d.posture}, nil
+	}
+	if d.pin == nil {
+		// A missing Workspace is an answer (nil), not an error.
+		ws, err := c.workspaces.Workspaces(task.Namespace).Get(task.Spec.WorkspaceRef.Name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return d, err
+		}
+		adm := builders.Admit(task, ws)
+		switch adm.Verdict {
+		case builders.WaitForWorkspace:
+			d.waitForWorkspace = true
+			return d, nil
+		case builders.Rejected:
+			d.failure, d.after = &adm.Failure, failureRequeue
+			return d, nil
+		}
+		d.pin, d.posture, d.newlyPinned = adm.Pin, adm.Posture, true
+	} else if f := builders.PinnedPostureProblem(task); f != nil {
+		d.failure, d.after = f, failureRequeue
+		return d, nil
+	} else {
+		d.posture = builders.RequestedPosture(task)
+	}
+	f, err := builders.StateProblem(task.Spec.State, secretGetter(ctx, c.kube, task.Namespace))
+	if err != nil {
+		return d, err
+	}
+	if f != nil {
+		d.failure, d.after = f, failureRequeue
+	}
+	return d, nil
+}
+
+// recordPending writes Pending into a task's empty status while its
+// Workspace is not validated; a task that already says something keeps
+// saying it until admission decides.
+func (c *TaskController) recordPending(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
+	klog.FromContext(ctx).V(4).Info("Waiting for the workspace to be validated", "workspace", task.Spec.WorkspaceRef.Name)
+	if task.Status.Phase != "" {
+		return nil
+	}
+	_, err := c.writeStatus(ctx, task, builders.TaskStatusInput{Task: task})
+	return err
+}
+
+// recordWithoutApplying writes the status of a task nothing is applied
+// for (a failure, or no pin): a Sandbox it already has is still its
+// Sandbox. A pinned task keeps the finalizer its onDelete asks for, failed
+// or not: it is deleted like any other.
+func (c *TaskController) recordWithoutApplying(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) error {
+	in.Sandbox = c.observedSandbox(task)
+	written, err := c.writeStatus(ctx, task, in)
+	if err != nil || in.Pin == nil {
+		return err
+	}
+	_, err = c.syncDrainFinalizer(ctx, written)
+	return err
+}
+
+// writePin writes the pin, the admitted posture and Provisioning in one
+// write before any child, so a child apply that keeps failing retries
+// under this pin instead of re-admitting against whatever the Workspace
+// says by then. The write is conditional on the resourceVersion the
+// decision was made from: a cache that lags behind a pin written moments
+// ago gets a conflict, never a second pin of a Workspace edited since.
+func (c *TaskController) writePin(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) (*calibanv1alpha1.CalibanTask, error) {
+	in.SandboxAPIMissing = !c.sandboxAPI.Served()
+	written, err := c.writeStatusIf(ctx, task, in, true)
+	if err != nil {
+		return nil, err
+	}
+	c.taskCache.Mutation(written)
+	return written, nil
+}
+
+// recordApplyProblem says in the task's status why it is stuck (once: the
+// same problem again changes nothing to write); the error itself retries
+// with backoff.
+func (c *TaskController) recordApplyProblem(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput, problem error) {
+	in.ApplyProblem, in.Sandbox = problem.Error(), c.observedSandbox(task)
+	if _, err := c.writeStatus(ctx, task, in); err != nil {
+		klog.FromContext(ctx).V(2).Info("Could not record the apply problem in the status", "error", err)
+	}
 }
 
 // soonest is the earlier of two requeue delays, where zero is none.
@@ -470,7 +493,7 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 	if err != nil {
 		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
-	c.hashes.carry(task, written)
+	c.children.Carry(task, written)
 	logger := klog.FromContext(ctx)
 	oldReady := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
 	newReady := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)
@@ -517,142 +540,6 @@ func warningOf(in builders.TaskStatusInput, ready *metav1.Condition) string {
 	return ""
 }
 
-// applyChildren applies the ServiceAccount, the NetworkPolicy and the
-// Sandbox, each only when the live object does not already carry what the
-// operator wants, and returns the Sandbox as the server has it. apiMissing
-// says agent-sandbox's API is not served, so there is no Sandbox to apply.
-func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, mode sandboxv1beta1.OperatingMode) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
-	logger := klog.FromContext(ctx)
-
-	hashes, rendered, err := c.desiredHashes(task, pin)
-	if err != nil {
-		return nil, false, err
-	}
-	// What is up to date needs no rendering; what is not is rendered once.
-	render := func() (*desiredChildren, error) {
-		if rendered == nil {
-			rendered, err = c.renderChildren(task, pin)
-		}
-		return rendered, err
-	}
-	if v := c.cachedView(c.serviceAccounts, task.Namespace, builders.ServiceAccountName(task.Name)); v == nil || v.Holds != hashes.serviceAccount {
-		d, err := render()
-		if err != nil {
-			return nil, false, err
-		}
-		logger.V(4).Info("Applying ServiceAccount", "name", *d.serviceAccount.Name)
-		if _, err := c.kube.CoreV1().ServiceAccounts(task.Namespace).Apply(ctx, d.serviceAccount, applyOptions); err != nil {
-			return nil, false, fmt.Errorf("applying ServiceAccount %s: %w", *d.serviceAccount.Name, err)
-		}
-	}
-
-	// A NetworkPolicy rendered under other settings is kept: its ports are
-	// the ones the task's pod listens on.
-	if v := c.cachedView(c.networkPolicies, task.Namespace, builders.NetworkPolicyName(task.Name)); v == nil || (v.Holds != hashes.networkPolicy && !v.keptFrom(c.fingerprint)) {
-		d, err := render()
-		if err != nil {
-			return nil, false, err
-		}
-		logger.V(4).Info("Applying NetworkPolicy", "name", *d.networkPolicy.Name)
-		if _, err := c.kube.NetworkingV1().NetworkPolicies(task.Namespace).Apply(ctx, d.networkPolicy, applyOptions); err != nil {
-			return nil, false, fmt.Errorf("applying NetworkPolicy %s: %w", *d.networkPolicy.Name, err)
-		}
-	}
-
-	if !c.sandboxAPI.Served() {
-		return nil, true, nil
-	}
-	current := c.liveSandbox(task)
-	// A Sandbox rendered under other settings or by another version is
-	// kept (ADR 0015): only its operatingMode follows the lifecycle.
-	kept := current != nil && current.Holds != hashes.sandbox && current.keptFrom(c.fingerprint)
-	if current != nil && (current.Holds == hashes.sandbox || kept) && liveMode(current.OperatingMode) == mode {
-		return current.sandbox(), false, nil
-	}
-	var desired *sandboxv1beta1.Sandbox
-	if current != nil {
-		// What agent-sandbox keeps immutable (volumeClaimTemplates) comes
-		// from the Sandbox as it is, and so does everything else of a kept
-		// one: an apply over an existing Sandbox is never refused for a
-		// change the operator made to itself.
-		live, err := c.getSandbox(ctx, task.Namespace, current.Name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, false, fmt.Errorf("reading Sandbox %s: %w", current.Name, err)
-		}
-		if live != nil && metav1.IsControlledBy(live, task) {
-			if desired, err = c.overLive(task, pin, live, render); err != nil {
-				return nil, false, err
-			}
-		}
-	}
-	if desired == nil {
-		d, err := render()
-		if err != nil {
-			return nil, false, err
-		}
-		desired = d.sandbox
-	}
-	desired.Spec.OperatingMode = mode
-	logger.V(4).Info("Applying Sandbox", "name", desired.Name, "kept", kept)
-	err = c.applySandbox(ctx, desired)
-	if apierrors.IsNotFound(err) {
-		return nil, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.Name, err)
-	}
-	// The apply changed the spec, never the status agent-sandbox writes:
-	// the task reads the status it had (none for a new Sandbox) with the
-	// mode the server just accepted, and the informer brings whatever
-	// comes next.
-	var applied *sandboxv1beta1.Sandbox
-	if current == nil {
-		applied = &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}
-		applied.Spec.PodTemplate.Spec.Containers = desired.Spec.PodTemplate.Spec.Containers
-	} else {
-		applied = current.sandbox()
-	}
-	applied.Spec.OperatingMode = mode
-	return applied, false, nil
-}
-
-// overLive is the Sandbox to apply over live, the task's Sandbox as the
-// server has it. One rendered by this operator's settings and version gets
-// the rendering, with live's volumeClaimTemplates (equal unless the CRD
-// defaulted something in them, which must not count as a change). A kept
-// one gets its own spec back: the apply then changes nothing but what the
-// caller sets (the operatingMode), and claims nothing the operator did not
-// own, its labels and annotations being the operator's own keys.
-func (c *TaskController) overLive(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, live *sandboxv1beta1.Sandbox, render func() (*desiredChildren, error)) (*sandboxv1beta1.Sandbox, error) {
-	if c.renderedBy(live) == c.fingerprint {
-		d, err := render()
-		if err != nil {
-			return nil, err
-		}
-		desired := d.sandbox.DeepCopy()
-		desired.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
-		return desired, nil
-	}
-	kept := builders.BuildSandbox(task, pin, c.settings)
-	kept.Annotations = map[string]string{}
-	for _, key := range []string{AnnotationAppliedHash, AnnotationRenderedBy} {
-		if v, ok := live.Annotations[key]; ok {
-			kept.Annotations[key] = v
-		}
-	}
-	kept.Spec = *live.Spec.DeepCopy()
-	return kept, nil
-}
-
-// liveMode is a Sandbox's operatingMode as agent-sandbox reads it: unset
-// is Running, the CRD's default.
-func liveMode(m sandboxv1beta1.OperatingMode) sandboxv1beta1.OperatingMode {
-	if m == "" {
-		return sandboxv1beta1.OperatingModeRunning
-	}
-	return m
-}
-
 // enqueueAll wakes every task, e.g. once agent-sandbox's API appeared.
 func (c *TaskController) enqueueAll() {
 	for _, obj := range c.taskIndexer.List() {
@@ -674,41 +561,11 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 	if !ok || task.Status.Phase != calibanv1alpha1.TaskProvisioning {
 		return false
 	}
-	obj, exists, err = c.sandboxes.GetByKey(key.Namespace + "/" + builders.SandboxName(key.Name))
-	if err != nil || !exists {
-		return false
-	}
-	// Read in place: cachedView would wait on the children's gate, under
-	// the queue's lock.
-	var (
-		sandbox metav1.Object
-		status  *sandboxv1beta1.SandboxStatus
-	)
-	switch sb := obj.(type) {
-	case *childView:
-		sandbox, status = sb, sb.SandboxStatus
-	case *sandboxv1beta1.Sandbox: // a unit test's store, filled without the transform
-		sandbox, status = sb, &sb.Status
-	default:
-		return false
-	}
-	return metav1.IsControlledBy(sandbox, task) && builders.SandboxServing(status)
+	sandbox := c.children.View(freshness.Sandbox, key.Namespace, builders.SandboxName(key.Name))
+	return sandbox != nil && metav1.IsControlledBy(sandbox, task) && builders.SandboxServing(sandbox.SandboxStatus)
 }
 
-// liveSandbox is the view of the task's Sandbox from the cache, or nil.
-func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *childView {
-	v := c.cachedView(c.sandboxes, task.Namespace, builders.SandboxName(task.Name))
-	if v == nil || !metav1.IsControlledBy(v, task) {
-		return nil
-	}
-	return v
-}
-
-// observedSandbox is the task's Sandbox as the status derivation reads it,
-// or nil.
-func (c *TaskController) observedSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
-	if v := c.liveSandbox(task); v != nil {
-		return v.sandbox()
-	}
-	return nil
-}
+// CheckChildrenAfter makes the children's checks wait until gate is
+// closed (freshness.Tracker.CheckAfter). Call it before the child
+// informers start.
+func (c *TaskController) CheckChildrenAfter(gate <-chan struct{}) { c.children.CheckAfter(gate) }

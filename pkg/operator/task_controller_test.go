@@ -21,6 +21,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // statusApplies decodes the status applies the caliban fake saw.
@@ -344,7 +345,7 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 		},
 		"someone let the ServiceAccount mount a token": {
 			change: func(f *fixture, _ *TaskController, tk *calibanv1alpha1.CalibanTask) {
-				sa := f.cachedServiceAccount(tk)
+				sa := f.servedServiceAccount(tk)
 				sa.AutomountServiceAccountToken = new(true)
 				f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
 			},
@@ -352,15 +353,15 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 		},
 		"the ServiceAccount was applied by an operator that set something else": {
 			change: func(f *fixture, _ *TaskController, tk *calibanv1alpha1.CalibanTask) {
-				sa := f.cachedServiceAccount(tk)
-				sa.Annotations[AnnotationAppliedHash] = "older"
+				sa := f.servedServiceAccount(tk)
+				sa.Annotations[freshness.AnnotationAppliedHash] = "older"
 				f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
 			},
 			want: []string{"patch serviceaccounts fix-bug-sa"},
 		},
 		"someone opened the NetworkPolicy to all egress": {
 			change: func(f *fixture, _ *TaskController, tk *calibanv1alpha1.CalibanTask) {
-				np, err := f.kubeInformers.Networking().V1().NetworkPolicies().Lister().NetworkPolicies(tk.Namespace).Get(builders.NetworkPolicyName(tk.Name))
+				np, err := f.kube.NetworkingV1().NetworkPolicies(tk.Namespace).Get(f.ctx, builders.NetworkPolicyName(tk.Name), metaGet)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -405,9 +406,9 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 	}
 }
 
-func (f *fixture) cachedServiceAccount(tk *calibanv1alpha1.CalibanTask) *corev1.ServiceAccount {
+func (f *fixture) servedServiceAccount(tk *calibanv1alpha1.CalibanTask) *corev1.ServiceAccount {
 	f.t.Helper()
-	sa, err := f.kubeInformers.Core().V1().ServiceAccounts().Lister().ServiceAccounts(tk.Namespace).Get(builders.ServiceAccountName(tk.Name))
+	sa, err := f.kube.CoreV1().ServiceAccounts(tk.Namespace).Get(f.ctx, builders.ServiceAccountName(tk.Name), metaGet)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // What wakes a task, and what does not (docs/architecture.md#what-wakes-a-task).
@@ -41,14 +42,14 @@ func foreignConditions(conds []metav1.Condition) []metav1.Condition {
 }
 
 // childUpdateMatters reports whether an update of a ServiceAccount,
-// NetworkPolicy or Sandbox, as its view (childView), can change what its
+// NetworkPolicy or Sandbox, as its view (freshness.View), can change what its
 // task's sync does: whether it still carries what the task wants, its
 // owners, its deletion, a Sandbox's status. Updates that change none of
 // these (another manager's label, managedFields, agent-sandbox's pod-name
 // annotation), and resyncs, do not.
 func childUpdateMatters(old, new any) bool {
-	o, okO := old.(*childView)
-	n, okN := new.(*childView)
+	o, okO := old.(*freshness.View)
+	n, okN := new.(*freshness.View)
 	if !okO || !okN {
 		return true
 	}

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 func TestTaskUpdateMatters(t *testing.T) {
@@ -80,7 +81,7 @@ func TestChildUpdateMatters(t *testing.T) {
 	c, tk := f.provisionedTask()
 	sa, np := f.servedChildren(tk)
 	sb := f.lastSandboxApply()
-	view := func(obj any, rv string, mods ...func(any)) *childView {
+	view := func(obj any, rv string, mods ...func(any)) *freshness.View {
 		var o runtime.Object
 		switch x := obj.(type) {
 		case *corev1.ServiceAccount:
@@ -98,11 +99,11 @@ func TestChildUpdateMatters(t *testing.T) {
 		if u, ok := o.(*unstructured.Unstructured); ok {
 			o = watchedSandbox(t, u)
 		}
-		v, err := c.viewOf(o)
+		v, err := c.children.Transform(o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return v.(*childView)
+		return v.(*freshness.View)
 	}
 	ready := func(o any) {
 		_ = unstructured.SetNestedSlice(o.(*unstructured.Unstructured).Object,
@@ -110,7 +111,7 @@ func TestChildUpdateMatters(t *testing.T) {
 			"status", "conditions")
 	}
 	tests := map[string]struct {
-		old, new *childView
+		old, new *freshness.View
 		want     bool
 	}{
 		"a resync of a child does not matter": {

@@ -94,7 +94,7 @@ func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.Objec
 		return 0, nil
 	}
 
-	problem, err := builders.ValidateWorkspace(&ws.Spec, c.settings.WorkspaceRoot, c.secretGetter(ctx, ws.Namespace))
+	problem, err := builders.ValidateWorkspace(&ws.Spec, c.settings.WorkspaceRoot, secretGetter(ctx, c.kube, ws.Namespace))
 	if err != nil {
 		return 0, err
 	}
@@ -117,32 +117,4 @@ func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.Objec
 		return workspaceReadyRecheck, nil
 	}
 	return workspaceNotReadyRecheck, nil
-}
-
-// secretGetter reads Secrets by GET: the operator may not list or watch
-// them. Not found is an answer (nil), not an error.
-func (c *WorkspaceController) secretGetter(ctx context.Context, namespace string) builders.SecretGetter {
-	return secretGetter(ctx, c.kube, namespace)
-}
-
-func secretGetter(ctx context.Context, kube kubernetes.Interface, namespace string) builders.SecretGetter {
-	return func(name string) (*corev1.Secret, error) {
-		s, err := kube.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil, nil
-		}
-		return s, err
-	}
-}
-
-// phaseNote is the note of a PhaseChanged Event.
-func phaseNote(from, to, message string) string {
-	if from == "" {
-		from = "(none)"
-	}
-	note := from + " → " + to
-	if message != "" {
-		note += ": " + message
-	}
-	return note
 }

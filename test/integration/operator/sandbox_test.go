@@ -11,7 +11,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
-	"github.com/caliban-ai/caliban-operator/pkg/operator"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -44,10 +44,10 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 		// Make the operator apply the Sandbox again: take away a field it
 		// owns. Its apply must restore that and leave the test's
 		// annotations alone.
-		annotateSandbox(t, ns, sbx, map[string]*string{operator.AnnotationAppliedHash: nil})
+		annotateSandbox(t, ns, sbx, map[string]*string{freshness.AnnotationAppliedHash: nil})
 		framework.Eventually(t, settleTimeout, func() error {
 			ann := getSandbox(t, ns, sbx).GetAnnotations()
-			if ann[operator.AnnotationAppliedHash] == "" {
+			if ann[freshness.AnnotationAppliedHash] == "" {
 				return errors.New("the operator has not re-applied the Sandbox")
 			}
 			if ann[annotationSandbox] != "not-ready" || ann[annotationMessage] != message {

@@ -1,4 +1,4 @@
-package operator
+package freshness
 
 import (
 	"reflect"
@@ -18,8 +18,9 @@ var (
 	typeMetaACType  = reflect.TypeFor[metav1ac.TypeMetaApplyConfiguration]()
 )
 
-// holds reports whether live carries every value desired sets: what an
-// apply of desired would leave unchanged. desired is an object of live's Go
+// holds is the comparator behind a view's Holds: whether live carries
+// every value desired sets, what an apply of desired would leave
+// unchanged. desired is an object of live's Go
 // type, or the apply configuration of that type (a generated type whose
 // name ends in ApplyConfiguration), whose fields are matched to live's by
 // JSON name. It reads both in place, with no conversion, so a

@@ -1,0 +1,250 @@
+package freshness
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+)
+
+// pinnedTask is a task as the task cache holds it once pinned.
+func pinnedTask(mods ...func(*calibanv1alpha1.CalibanTask)) *calibanv1alpha1.CalibanTask {
+	t := &calibanv1alpha1.CalibanTask{
+		ObjectMeta: metav1.ObjectMeta{Name: "fix-bug", Namespace: "team", UID: "u1", Generation: 1, ResourceVersion: "1"},
+		Spec: calibanv1alpha1.CalibanTaskSpec{
+			WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: "ws"},
+			Task:         calibanv1alpha1.TaskDefinition{Prompt: "fix it", PermissionPosture: calibanv1alpha1.PostureSupervised},
+		},
+		Status: calibanv1alpha1.CalibanTaskStatus{ResolvedWorkspace: &calibanv1alpha1.ResolvedWorkspace{
+			Env: []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}},
+		}},
+	}
+	for _, m := range mods {
+		m(t)
+	}
+	return t
+}
+
+// trackerOf is a Tracker under the default settings whose every child is
+// controlled by task (none when task is nil).
+func trackerOf(t *testing.T, task *calibanv1alpha1.CalibanTask) *Tracker {
+	t.Helper()
+	tr, err := New(builders.DefaultAgentSettings(), func(metav1.Object) *calibanv1alpha1.CalibanTask { return task })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
+}
+
+// servedServiceAccount is the ServiceAccount the server holds after the
+// apply of what task wants.
+func servedServiceAccount(t *testing.T, tr *Tracker, task *calibanv1alpha1.CalibanTask) *corev1.ServiceAccount {
+	t.Helper()
+	w, err := tr.Want(task, task.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := w.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(d.ServiceAccount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := &corev1.ServiceAccount{}
+	if err := json.Unmarshal(body, sa); err != nil {
+		t.Fatal(err)
+	}
+	sa.TypeMeta = metav1.TypeMeta{} // a watch decodes without it
+	return sa
+}
+
+func TestWantRendersOncePerTaskVersion(t *testing.T) {
+	pinned := pinnedTask()
+	tr := trackerOf(t, pinned)
+	first, err := tr.Want(pinned, pinned.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.Rendered() {
+		t.Fatal("nothing was known, yet the first Want did not render")
+	}
+	// Same resourceVersion: the memo answers, whatever the object says
+	// (a real task cannot change without a new resourceVersion).
+	same := pinned.DeepCopy()
+	same.Labels = map[string]string{"changed": "yes"}
+	again, err := tr.Want(same, same.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Rendered() || again.Hashes != first.Hashes {
+		t.Errorf("the same task version rendered again: %+v, then %+v", first.Hashes, again.Hashes)
+	}
+	// A new version is rendered anew.
+	edited := same.DeepCopy()
+	edited.ResourceVersion = "2"
+	edited.Status.ResolvedWorkspace.Env[0].Value = "slow"
+	next, err := tr.Want(edited, edited.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.Rendered() || next.Sandbox == first.Sandbox || next.ResourceVersion != "2" {
+		t.Errorf("a new task version kept the old hashes: %+v", next.Hashes)
+	}
+	// Another pin than the task's own (the one about to be written) is
+	// never memoized.
+	if _, err := tr.Want(edited, &calibanv1alpha1.ResolvedWorkspace{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := tr.memo.get(edited); got != next.Hashes {
+		t.Errorf("a foreign pin replaced the memo: %+v", got)
+	}
+}
+
+func TestAChildIsCheckedAgainstWhatItsTaskWants(t *testing.T) {
+	task := pinnedTask()
+	sa := servedServiceAccount(t, trackerOf(t, task), task)
+	tests := map[string]struct {
+		owner *calibanv1alpha1.CalibanTask
+		child func(*corev1.ServiceAccount)
+		holds bool
+	}{
+		"the child as applied holds": {owner: task, holds: true},
+		"a child someone changed does not": {
+			owner: task, child: func(sa *corev1.ServiceAccount) { sa.AutomountServiceAccountToken = new(true) },
+		},
+		"a child of an earlier rendering does not": {
+			owner: task, child: func(sa *corev1.ServiceAccount) { sa.Annotations[AnnotationAppliedHash] = "older" },
+		},
+		"a child of no known task vouches for nothing": {},
+		"a child of a task not pinned yet vouches for nothing": {
+			owner: pinnedTask(func(t *calibanv1alpha1.CalibanTask) { t.Status.ResolvedWorkspace = nil }),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			child := sa.DeepCopy()
+			if tc.child != nil {
+				tc.child(child)
+			}
+			v, err := trackerOf(t, tc.owner).Transform(child)
+			if err != nil {
+				t.Fatal(err)
+			}
+			view := v.(*View)
+			if got := view.Holds != ""; got != tc.holds {
+				t.Errorf("holds = %v (%q), want %v", got, view.Holds, tc.holds)
+			}
+			if view.Annotations != nil || view.Name != sa.Name || view.Namespace != sa.Namespace {
+				t.Errorf("the view keeps %+v, want identity without annotations", view.ObjectMeta)
+			}
+		})
+	}
+}
+
+// A restart checks no child before the task cache has synced: a child
+// checked against a task not listed yet would be found wanting and applied
+// again.
+func TestAChildIsCheckedOnlyOnceTheGateOpens(t *testing.T) {
+	task := pinnedTask()
+	tr := trackerOf(t, task)
+	sa := servedServiceAccount(t, tr, task)
+	gate := make(chan struct{})
+	tr.CheckAfter(gate)
+	viewed := make(chan *View, 1)
+	go func() {
+		v, _ := tr.Transform(sa)
+		viewed <- v.(*View)
+	}()
+	select {
+	case <-viewed:
+		t.Fatal("the child was checked before the gate opened")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	if v := <-viewed; v.Holds == "" {
+		t.Error("once the gate opened, the child was found wanting")
+	}
+}
+
+func TestTheOperatorsOwnWriteKeepsTheChildHashes(t *testing.T) {
+	written := func(mods ...func(*calibanv1alpha1.CalibanTask)) *calibanv1alpha1.CalibanTask {
+		return pinnedTask(append([]func(*calibanv1alpha1.CalibanTask){func(t *calibanv1alpha1.CalibanTask) {
+			t.ResourceVersion = "2"
+			t.Status.Phase = calibanv1alpha1.TaskRunning
+		}}, mods...)...)
+	}
+	tests := map[string]struct {
+		from, to *calibanv1alpha1.CalibanTask
+		carried  bool
+	}{
+		"a status write under the same spec and pin keeps them": {
+			from: pinnedTask(), to: written(), carried: true,
+		},
+		"a new generation (the spec changed) drops them": {
+			from: pinnedTask(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.Generation = 2 }),
+		},
+		"another pin drops them": {
+			from: pinnedTask(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.Status.ResolvedWorkspace.Env[0].Value = "slow" }),
+		},
+		"a task that was not pinned has nothing to keep": {
+			from: pinnedTask(func(t *calibanv1alpha1.CalibanTask) { t.Status.ResolvedWorkspace = nil }), to: written(),
+		},
+		"another task with the name drops them": {
+			from: pinnedTask(), to: written(func(t *calibanv1alpha1.CalibanTask) { t.UID = "u2" }),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var m memo
+			known := Hashes{ServiceAccount: "sa", NetworkPolicy: "np", Sandbox: "sb"}
+			m.recordAll(tc.from, known)
+			m.carry(tc.from, tc.to)
+			got, ok := m.get(tc.to)
+			if ok != tc.carried {
+				t.Fatalf("known for the written version = %v (%+v), want %v", ok, got, tc.carried)
+			}
+			if ok && (got.ServiceAccount != known.ServiceAccount || got.NetworkPolicy != known.NetworkPolicy || got.Sandbox != known.Sandbox) {
+				t.Errorf("carried %+v, want %+v", got, known)
+			}
+		})
+	}
+}
+
+func TestStale(t *testing.T) {
+	task := pinnedTask()
+	tr := trackerOf(t, task)
+	w, err := tr.Want(task, task.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := map[string]struct {
+		kind  Kind
+		view  *View
+		stale bool
+	}{
+		"a missing child is applied":               {kind: ServiceAccount, stale: true},
+		"a child that holds what is wanted is not": {kind: NetworkPolicy, view: &View{Holds: w.NetworkPolicy, RenderedBy: tr.fingerprint}},
+		"a child of this rendering that does not hold it is applied": {
+			kind: Sandbox, view: &View{Holds: "", RenderedBy: tr.fingerprint}, stale: true,
+		},
+		"a Sandbox of another rendering is kept":                {kind: Sandbox, view: &View{RenderedBy: "other"}},
+		"a Sandbox of a release before the fingerprint is kept": {kind: Sandbox, view: &View{}},
+		"a ServiceAccount carries no fingerprint and is never kept": {
+			kind: ServiceAccount, view: &View{}, stale: true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := tr.Stale(tc.kind, tc.view, w); got != tc.stale {
+				t.Errorf("Stale = %v, want %v", got, tc.stale)
+			}
+		})
+	}
+}

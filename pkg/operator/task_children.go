@@ -1,0 +1,133 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
+)
+
+// applyChildren applies the ServiceAccount, the NetworkPolicy and the
+// Sandbox, each only when its cache does not say it already carries what
+// the task wants, and returns the Sandbox as the status derivation reads
+// it. apiMissing says agent-sandbox's API is not served, so there is no
+// Sandbox to apply.
+func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, mode sandboxv1beta1.OperatingMode) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
+	want, err := c.children.Want(task, pin)
+	if err != nil {
+		return nil, false, err
+	}
+	ns := task.Namespace
+	if name := builders.ServiceAccountName(task.Name); c.children.Stale(freshness.ServiceAccount, c.children.View(freshness.ServiceAccount, ns, name), want) {
+		err := c.applyChild(ctx, freshness.ServiceAccount, name, want, func(d *freshness.Desired) error {
+			_, err := apply(ctx, c.kube.CoreV1().ServiceAccounts(ns), name, d.ServiceAccount)
+			return err
+		})
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if name := builders.NetworkPolicyName(task.Name); c.children.Stale(freshness.NetworkPolicy, c.children.View(freshness.NetworkPolicy, ns, name), want) {
+		err := c.applyChild(ctx, freshness.NetworkPolicy, name, want, func(d *freshness.Desired) error {
+			_, err := apply(ctx, c.kube.NetworkingV1().NetworkPolicies(ns), name, d.NetworkPolicy)
+			return err
+		})
+		if err != nil {
+			return nil, false, err
+		}
+	}
+	if !c.sandboxAPI.Served() {
+		return nil, true, nil
+	}
+	return c.applySandbox(ctx, task, want, mode)
+}
+
+// applyChild renders what w wants and writes one child of it.
+func (c *TaskController) applyChild(ctx context.Context, kind freshness.Kind, name string, w *freshness.Want, write func(*freshness.Desired) error) error {
+	d, err := w.Render()
+	if err != nil {
+		return err
+	}
+	klog.FromContext(ctx).V(4).Info("Applying "+kind.String(), "name", name)
+	if err := write(d); err != nil {
+		return fmt.Errorf("applying %s %s: %w", kind, name, err)
+	}
+	return nil
+}
+
+// applySandbox applies the task's Sandbox when it is missing, does not hold
+// what w wants (unless it is kept, ADR 0015), or is not in mode.
+func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, w *freshness.Want, mode sandboxv1beta1.OperatingMode) (*sandboxv1beta1.Sandbox, bool, error) {
+	current := c.liveSandbox(task)
+	if !c.children.Stale(freshness.Sandbox, current, w) && freshness.LiveMode(current.OperatingMode) == mode {
+		return current.Sandbox(), false, nil
+	}
+	var desired *sandboxv1beta1.Sandbox
+	if current != nil {
+		// The cache keeps no spec, and an apply over an existing Sandbox
+		// must carry what agent-sandbox keeps immutable as it is: read it.
+		live, err := c.getSandbox(ctx, task.Namespace, current.Name)
+		if err != nil && !apierrors.IsNotFound(err) {
+			return nil, false, fmt.Errorf("reading Sandbox %s: %w", current.Name, err)
+		}
+		if live != nil && metav1.IsControlledBy(live, task) {
+			if desired, err = w.SandboxOver(live); err != nil {
+				return nil, false, err
+			}
+		}
+	}
+	if desired == nil {
+		d, err := w.Render()
+		if err != nil {
+			return nil, false, err
+		}
+		desired = d.Sandbox
+	}
+	desired.Spec.OperatingMode = mode
+	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", desired.Name, "kept", current != nil && c.children.Kept(freshness.Sandbox, current))
+	err := c.writeSandbox(ctx, desired)
+	if apierrors.IsNotFound(err) {
+		return nil, true, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.Name, err)
+	}
+	// The apply changed the spec, never the status agent-sandbox writes:
+	// the task reads the status it had (none for a new Sandbox) with the
+	// mode the server just accepted, and the informer brings whatever
+	// comes next.
+	var applied *sandboxv1beta1.Sandbox
+	if current == nil {
+		applied = &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}
+		applied.Spec.PodTemplate.Spec.Containers = desired.Spec.PodTemplate.Spec.Containers
+	} else {
+		applied = current.Sandbox()
+	}
+	applied.Spec.OperatingMode = mode
+	return applied, false, nil
+}
+
+// liveSandbox is the view of the task's Sandbox from the cache, or nil.
+func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *freshness.View {
+	v := c.children.View(freshness.Sandbox, task.Namespace, builders.SandboxName(task.Name))
+	if v == nil || !metav1.IsControlledBy(v, task) {
+		return nil
+	}
+	return v
+}
+
+// observedSandbox is the task's Sandbox as the status derivation reads it,
+// or nil.
+func (c *TaskController) observedSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+	if v := c.liveSandbox(task); v != nil {
+		return v.Sandbox()
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package operator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+)
+
+// The operator's one write path: every object it writes (a task's
+// ServiceAccount, NetworkPolicy and Sandbox, a task's drain finalizer, the
+// status of tasks and Workspaces) is a server-side apply of an apply
+// configuration, under the field manager caliban-operator, forced, through
+// apply. Deleting a task whose TTL ran out is the one other request.
+
+var applyPatchOptions = metav1.PatchOptions{FieldManager: builders.FieldManager, Force: new(true)}
+
+// patcher is the Patch method every generated typed client has, which
+// takes an apply body as it is.
+type patcher[T any] interface {
+	Patch(ctx context.Context, name string, pt types.PatchType, data []byte, opts metav1.PatchOptions, subresources ...string) (T, error)
+}
+
+// apply server-side-applies body to the object name of client (to its
+// subresource, if one is given) and returns the object as the server
+// stored it.
+func apply[T any](ctx context.Context, client patcher[T], name string, body runtime.ApplyConfiguration, subresource ...string) (T, error) {
+	data, err := json.Marshal(body)
+	if err != nil {
+		var none T
+		return none, fmt.Errorf("encoding the apply of %s: %w", name, err)
+	}
+	return client.Patch(ctx, name, types.ApplyPatchType, data, applyPatchOptions, subresource...)
+}
+
+// statusApply is the apply configuration of an object's status: type and
+// identity from the generated apply configuration, the status from the API
+// types. The generated status apply configurations encode every list with
+// omitempty, so they cannot keep the pin's empty enabledPlugins or egress
+// allow-list, which the API types' omitzero does (ADR 0003). Every status
+// field the operator owns is either omitempty or always set, so nothing is
+// claimed by accident.
+type statusApply struct {
+	metav1ac.TypeMetaApplyConfiguration `json:",inline"`
+	// Metadata carries the UID, so the apply fails rather than touch a
+	// different object that took the name since the cache was read, and,
+	// for a conditional write, the resourceVersion.
+	Metadata *metav1ac.ObjectMetaApplyConfiguration `json:"metadata"`
+	Status   any                                    `json:"status"`
+}
+
+func (statusApply) IsApplyConfiguration() {}
+
+// applyTaskStatus applies the whole operator-owned status of a task, on
+// condition that the task is still at the version read when precondition
+// is set. A field the operator owned before and omits now is removed.
+func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calibanv1alpha1.CalibanTask, status calibanv1alpha1.CalibanTaskStatus, precondition bool) (*calibanv1alpha1.CalibanTask, error) {
+	id := calibanac.CalibanTask(task.Name, task.Namespace).WithUID(task.UID)
+	if precondition {
+		id.WithResourceVersion(task.ResourceVersion)
+	}
+	return apply(ctx, c.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
+		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: status}, "status")
+}
+
+// applyWorkspaceStatus applies the whole operator-owned status of a
+// Workspace.
+func applyWorkspaceStatus(ctx context.Context, c calibanclient.Interface, ws *calibanv1alpha1.Workspace, status calibanv1alpha1.WorkspaceStatus) (*calibanv1alpha1.Workspace, error) {
+	id := calibanac.Workspace(ws.Name, ws.Namespace).WithUID(ws.UID)
+	return apply(ctx, c.CalibanV1alpha1().Workspaces(ws.Namespace), ws.Name,
+		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: status}, "status")
+}
