@@ -29,6 +29,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanfake "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/fake"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
@@ -240,8 +241,8 @@ func watchedSandbox(t *testing.T, u *unstructured.Unstructured) *sandboxv1beta1.
 
 // watchDecoder decodes JSON as the Sandbox REST client does.
 var watchDecoder = func() runtime.Decoder {
-	codecs := newJSONCodecs(sandboxScheme)
-	return codecs.DecoderToVersion(codecs.info.Serializer, sandboxv1beta1.SchemeGroupVersion)
+	codecs := codec.JSON(sandboxScheme)
+	return codecs.DecoderToVersion(codecs.SupportedMediaTypes()[0].Serializer, sandboxv1beta1.SchemeGroupVersion)
 }()
 
 func (f *fixture) taskController() *TaskController {

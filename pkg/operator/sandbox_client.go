@@ -19,6 +19,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
 )
 
 // The Sandbox is agent-sandbox's type, not the operator's, so no clientset
@@ -52,7 +53,7 @@ func NewSandboxRESTClient(base *rest.Config) (rest.Interface, error) {
 
 // NewCalibanClient is the generated clientset for the operator's own
 // resources, over a REST client whose JSON decoding skips the extra pass
-// client-go makes to learn each object's kind (codec.go).
+// client-go makes to learn each object's kind (package codec).
 func NewCalibanClient(base *rest.Config) (calibanclient.Interface, error) {
 	rc, err := customResourceClient(base, calibanv1alpha1.SchemeGroupVersion, calibanscheme.Scheme)
 	if err != nil {
@@ -62,14 +63,15 @@ func NewCalibanClient(base *rest.Config) (calibanclient.Interface, error) {
 }
 
 // customResourceClient is a REST client for one group version of custom
-// resources, which speak JSON alone, decoded with jsonCodecs.
+// resources, which speak JSON alone, decoded with the codec package's
+// shortcuts.
 func customResourceClient(base *rest.Config, gv schema.GroupVersion, scheme *runtime.Scheme) (*rest.RESTClient, error) {
 	cfg := rest.CopyConfig(base)
 	cfg.GroupVersion = &gv
 	cfg.APIPath = "/apis"
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
-	cfg.NegotiatedSerializer = newJSONCodecs(scheme)
+	cfg.NegotiatedSerializer = codec.JSON(scheme)
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}

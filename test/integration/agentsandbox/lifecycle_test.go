@@ -133,6 +133,12 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 	if refused := op.refusedWrites(t, ns); len(refused) > 0 {
 		t.Errorf("the apiserver refused writes of the operator: %v", refused)
 	}
+	// The drain finalizer the operator applied is released by an apply as
+	// well: one write adds it, one takes it away, and no JSON patch is
+	// needed for an entry the operator owns.
+	if n := op.writesTo(t, ns, "calibantasks")["drained"]; n != 2 {
+		t.Errorf("the operator wrote the drained task's metadata %d times, want 2 (the finalizer applied, then released)", n)
+	}
 }
 
 // An operator restarted with another workspace storage size and caliband

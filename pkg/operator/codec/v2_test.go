@@ -1,4 +1,4 @@
-package operator
+package codec
 
 import (
 	"encoding/json"
@@ -25,7 +25,7 @@ import (
 // sends it: sorted members, managedFields, a status.
 func sandboxAsServed(t testing.TB) []byte {
 	t.Helper()
-	golden, err := os.ReadFile("../builders/testdata/every-feature.yaml")
+	golden, err := os.ReadFile("../../builders/testdata/every-feature.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,26 +64,33 @@ func sandboxAsServed(t testing.TB) []byte {
 // taskAsServed is a pinned, running CalibanTask as the apiserver sends it.
 func taskAsServed(t testing.TB) []byte {
 	t.Helper()
-	tk := task(func(tk *calibanv1alpha1.CalibanTask) {
-		tk.APIVersion, tk.Kind = calibanv1alpha1.SchemeGroupVersion.String(), "CalibanTask"
-		tk.Labels = map[string]string{"team": "core"}
-		tk.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "prospero", Operation: metav1.ManagedFieldsOperationApply,
-			FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)}, Subresource: "status"}}
-		ws := workspace(func(w *calibanv1alpha1.Workspace) {
-			w.Spec.Sources = []calibanv1alpha1.Source{{Name: "caliban", Repo: "https://github.com/caliban-ai/caliban.git", Ref: "main", Path: "/work/caliban"}}
-			w.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}}
-			w.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443, 8080}}}}
-		})
-		provider, _ := builders.ResolveProvider(&ws.Spec, "")
-		tk.Status = calibanv1alpha1.CalibanTaskStatus{
-			Phase: calibanv1alpha1.TaskRunning, CalibandEndpoint: "http://fix-bug.team.svc:8080",
-			SandboxRef:         &calibanv1alpha1.SandboxReference{Name: "fix-bug"},
-			ResolvedWorkspace:  builders.PinWorkspace(tk, &ws.Spec, provider),
-			ObservedGeneration: 1,
-			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running",
-				LastTransitionTime: metav1.Date(2026, 9, 1, 12, 0, 5, 0, time.UTC), Message: "caliband answers"}},
-		}
-	})
+	ws := calibanv1alpha1.WorkspaceSpec{
+		Providers: []calibanv1alpha1.Provider{{Name: "planner", Kind: "anthropic",
+			CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: "key", Key: "api-key"}}},
+		Sources: []calibanv1alpha1.Source{{Name: "caliban", Repo: "https://github.com/caliban-ai/caliban.git", Ref: "main", Path: "/work/caliban"}},
+		Env:     []calibanv1alpha1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}},
+		Egress:  &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443, 8080}}}},
+	}
+	tk := &calibanv1alpha1.CalibanTask{
+		TypeMeta: metav1.TypeMeta{APIVersion: calibanv1alpha1.SchemeGroupVersion.String(), Kind: "CalibanTask"},
+		ObjectMeta: metav1.ObjectMeta{Name: "fix-bug", Namespace: "team", UID: "task-uid", Generation: 1, ResourceVersion: "1",
+			Labels: map[string]string{"team": "core"},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "prospero", Operation: metav1.ManagedFieldsOperationApply,
+				FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:status":{"f:conditions":{}}}`)}, Subresource: "status"}}},
+		Spec: calibanv1alpha1.CalibanTaskSpec{
+			WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: "ws"},
+			Task:         calibanv1alpha1.TaskDefinition{Prompt: "fix it", PermissionPosture: calibanv1alpha1.PostureSupervised},
+		},
+	}
+	provider, _ := builders.ResolveProvider(&ws, "")
+	tk.Status = calibanv1alpha1.CalibanTaskStatus{
+		Phase: calibanv1alpha1.TaskRunning, CalibandEndpoint: "http://fix-bug.team.svc:8080",
+		SandboxRef:         &calibanv1alpha1.SandboxReference{Name: "fix-bug"},
+		ResolvedWorkspace:  builders.PinWorkspace(tk, &ws, provider),
+		ObservedGeneration: 1,
+		Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Running",
+			LastTransitionTime: metav1.Date(2026, 9, 1, 12, 0, 5, 0, time.UTC), Message: "caliband answers"}},
+	}
 	doc, err := json.Marshal(tk)
 	if err != nil {
 		t.Fatal(err)

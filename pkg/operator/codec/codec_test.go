@@ -1,4 +1,4 @@
-package operator
+package codec
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -18,8 +19,17 @@ import (
 	restclientwatch "k8s.io/client-go/rest/watch"
 
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
+
+// sandboxScheme knows the Sandbox view, as the Sandbox client's does.
+var sandboxScheme = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	if err := sandboxv1beta1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 // leadingKind must give client-go's answer for every valid document but a
 // watch event's envelope ("type", then "object"), which it takes to have no
@@ -137,11 +147,8 @@ func FuzzLeadingKindAgreesWithClientGo(f *testing.F) {
 // client does (frame, envelope, object), with client-go's own codecs, with
 // jsonCodecs, and with jsonCodecs short of one of its parts.
 func BenchmarkSandboxWatchEvent(b *testing.B) {
-	tk := task()
-	ws := workspace()
-	provider, _ := builders.ResolveProvider(&ws.Spec, "")
-	sb, err := builders.SandboxToUnstructured(builders.BuildSandbox(tk, builders.PinWorkspace(tk, &ws.Spec, provider), builders.DefaultAgentSettings()))
-	if err != nil {
+	sb := &unstructured.Unstructured{}
+	if err := sb.UnmarshalJSON(sandboxAsServed(b)); err != nil {
 		b.Fatal(err)
 	}
 	sb.SetResourceVersion("12345")

@@ -1,4 +1,4 @@
-package operator
+package codec
 
 import (
 	"bufio"
@@ -224,6 +224,10 @@ type jsonCodecs struct {
 	scheme *runtime.Scheme
 	info   runtime.SerializerInfo
 }
+
+// JSON is the codecs of a REST client for the custom resources scheme
+// knows: client-go's JSON serializer with this package's shortcuts.
+func JSON(scheme *runtime.Scheme) runtime.NegotiatedSerializer { return newJSONCodecs(scheme) }
 
 func newJSONCodecs(scheme *runtime.Scheme) jsonCodecs {
 	s := v2Decoder{Serializer: kjson.NewSerializerWithOptions(leadingKind{}, scheme, scheme, kjson.SerializerOptions{}), scheme: scheme}
