@@ -19,6 +19,7 @@ import (
 
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // leadingKind must give client-go's answer for every valid document but a
@@ -140,7 +141,7 @@ func BenchmarkSandboxWatchEvent(b *testing.B) {
 	tk := task()
 	ws := workspace()
 	provider, _ := builders.ResolveProvider(&ws.Spec, "")
-	sb, err := builders.SandboxToUnstructured(builders.BuildSandbox(tk, builders.PinWorkspace(tk, &ws.Spec, provider), builders.DefaultAgentSettings()))
+	sb, err := builders.SandboxToUnstructured(builders.BuildSandbox(tk, builders.PinWorkspace(tk, &ws.Spec, provider), config.DefaultAgentSettings()))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
@@ -37,7 +38,7 @@ type Clients struct {
 // Operator runs both controllers for one leadership term.
 type Operator struct {
 	Clients  Clients
-	Settings builders.Settings
+	Settings config.Settings
 	Metrics  *Metrics
 	Clock    clock.PassiveClock
 

@@ -12,12 +12,13 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // newSettings are what an operator restarted with another storage size,
 // caliband image and control port renders.
-func newSettings() builders.AgentSettings {
-	s := builders.DefaultAgentSettings()
+func newSettings() config.AgentSettings {
+	s := config.DefaultAgentSettings()
 	s.WorkspaceStorage = resource.MustParse("20Gi")
 	s.CalibandImage = "ghcr.io/caliban-ai/caliban:v2"
 	s.CalibandPort = 9443
@@ -62,7 +63,7 @@ func renderedOf(t *testing.T, u *unstructured.Unstructured) rendered {
 	return r
 }
 
-func fingerprintOf(t *testing.T, s builders.AgentSettings) string {
+func fingerprintOf(t *testing.T, s config.AgentSettings) string {
 	t.Helper()
 	fp, err := builders.RenderingFingerprint(s)
 	if err != nil {
@@ -79,7 +80,7 @@ func fingerprintOf(t *testing.T, s builders.AgentSettings) string {
 func TestARestartWithOtherSettingsKeepsTheChildrenOfExistingTasks(t *testing.T) {
 	f := lifecycleFixture(t)
 	restarted, tk := f.runningTask()
-	oldFP, newFP := fingerprintOf(t, builders.DefaultAgentSettings()), fingerprintOf(t, newSettings())
+	oldFP, newFP := fingerprintOf(t, config.DefaultAgentSettings()), fingerprintOf(t, newSettings())
 	if oldFP == newFP {
 		t.Fatal("the two settings have the same fingerprint")
 	}
@@ -181,7 +182,7 @@ func TestARenderingChangeKeepsTheLiveVolumeClaimTemplates(t *testing.T) {
 // restartWith makes c what a restart with settings s would make it: the
 // settings and their fingerprint replaced, nothing remembered. (A second
 // controller cannot share the fixture's informers.)
-func restartWith(t *testing.T, c *TaskController, s builders.AgentSettings) {
+func restartWith(t *testing.T, c *TaskController, s config.AgentSettings) {
 	t.Helper()
 	c.settings, c.fingerprint = s, fingerprintOf(t, s)
 	c.hashes.byTask = nil

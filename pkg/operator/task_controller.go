@@ -21,6 +21,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
@@ -73,7 +74,7 @@ type TaskController struct {
 	networkPolicies cache.Store
 	sandboxes       cache.Store
 	sandboxAPI      SandboxAPI
-	settings        builders.AgentSettings
+	settings        config.AgentSettings
 	// fingerprint names how settings render children
 	// (builders.RenderingFingerprint); children stamped with another are
 	// kept as they are.
@@ -100,7 +101,7 @@ func NewTaskController(
 	networkPolicies networkinginformers.NetworkPolicyInformer,
 	sandboxes cache.SharedIndexInformer,
 	sandboxAPI SandboxAPI,
-	settings builders.AgentSettings,
+	settings config.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
 	clk clock.PassiveClock,
@@ -122,7 +123,7 @@ func NewTaskController(
 		recorder:        recorder,
 		clock:           clk,
 		// The setting's default; cmd sets what the environment says.
-		taskDrainTimeout: builders.DefaultTaskDrainTimeout,
+		taskDrainTimeout: config.DefaultTaskDrainTimeout,
 	}
 	fingerprint, err := builders.RenderingFingerprint(settings)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // childView is what the caches keep of a task's ServiceAccount,
@@ -332,7 +333,7 @@ func desiredServiceAccount(task *calibanv1alpha1.CalibanTask, known string) (*co
 
 // desiredNetworkPolicy is desiredServiceAccount for the NetworkPolicy,
 // also stamped with the rendering's fingerprint.
-func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, fingerprint, known string) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
+func desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings, fingerprint, known string) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
 	np := builders.BuildNetworkPolicy(task, pin, s)
 	hash, err := knownOrHash(known, np)
 	if err != nil {
@@ -350,7 +351,7 @@ func knownOrHash(known string, desired any) (string, error) {
 }
 
 // desiredSandbox is desiredNetworkPolicy for the Sandbox.
-func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, fingerprint, known string) (*sandboxv1beta1.Sandbox, string, error) {
+func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings, fingerprint, known string) (*sandboxv1beta1.Sandbox, string, error) {
 	sb := builders.BuildSandbox(task, pin, s)
 	hash, err := knownOrHash(known, sb)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // Controllers are what one leadership term runs. *operator.Operator is the
@@ -32,7 +32,7 @@ type Controllers interface {
 // state to /readyz (see Handler). Without leader election it runs them once;
 // with it, one leadership term at a time (docs/deploying.md#leader-election).
 type Process struct {
-	Settings builders.ProcessSettings
+	Settings config.ProcessSettings
 	// Leases reaches the Lease Settings name; unused without leader
 	// election.
 	Leases      coordinationv1client.LeasesGetter

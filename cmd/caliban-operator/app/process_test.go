@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 const (
@@ -40,8 +40,8 @@ const (
 // electionSettings are short lease timings: a 3 s lease, renewed every
 // 0.5 s, lost after 2 s without a renewal. The 2 s leave a loaded machine
 // room before a renewal misses by accident.
-func electionSettings(identity string) builders.ProcessSettings {
-	s := builders.DefaultProcessSettings()
+func electionSettings(identity string) config.ProcessSettings {
+	s := config.DefaultProcessSettings()
 	s.LeaseNamespace = leaseNamespace
 	s.LeaseName = leaseName
 	s.LeaseDuration = 3 * time.Second

@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"errors"
@@ -110,11 +110,11 @@ func (s ProcessSettings) DrainTimeout() time.Duration {
 	return defaultDrainTimeout
 }
 
-// ParseProcessSettings reads the process variables alone, with
-// ParseSettings' rules. podNamespace is the service-account namespace the
-// caller read from the pod's filesystem, "" outside a cluster; it is the
-// lease namespace unless CALIBAN_LEASE_NAMESPACE says otherwise, and is then
-// held to the same rule. On error the ProcessSettings is the zero value.
+// ParseProcessSettings reads the process variables alone, with Parse's
+// rules. podNamespace is the service-account namespace the caller read from
+// the pod's filesystem, "" outside a cluster; it is the lease namespace
+// unless CALIBAN_LEASE_NAMESPACE says otherwise, and is then held to the same
+// rule. On error the ProcessSettings is the zero value.
 func ParseProcessSettings(lookup func(string) (string, bool), podNamespace string) (ProcessSettings, error) {
 	p := newEnvParser(lookup)
 	s := p.process(podNamespace)

@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"context"
@@ -141,7 +141,7 @@ func TestSettingsHalvesReadDisjointVariables(t *testing.T) {
 		}
 	}
 	if len(agent)+len(process) != len(settingsNames) {
-		t.Errorf("the halves read %d + %d variables; ParseSettings reads %d", len(agent), len(process), len(settingsNames))
+		t.Errorf("the halves read %d + %d variables; Parse reads %d", len(agent), len(process), len(settingsNames))
 	}
 }
 
