@@ -39,7 +39,7 @@ func main() {
 	logger := newLogger(settings)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// A second signal during the drain ends the process at once.
+	// A second signal during the shutdown grace ends the process at once.
 	context.AfterFunc(ctx, stop)
 	ctx = klog.NewContext(ctx, logger)
 

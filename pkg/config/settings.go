@@ -64,9 +64,6 @@ const (
 	maxID = math.MaxInt32
 	// maxSeconds keeps a duration in seconds from overflowing time.Duration.
 	maxSeconds = math.MaxInt64 / int64(time.Second)
-	// defaultDrainTimeout bounds the drain at shutdown without leader
-	// election, where no other replica waits for this one to stop.
-	defaultDrainTimeout = 10 * time.Second
 )
 
 // Log formats accepted in CALIBAN_LOG_FORMAT.

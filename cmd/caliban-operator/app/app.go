@@ -53,7 +53,7 @@ func Run(ctx context.Context, s config.Settings, build BuildInfo) error {
 		Controllers: &operator.Operator{Clients: clients, Settings: s, Metrics: metrics},
 	}
 	if s.MetricsBindAddress != "" {
-		// Probes and metrics stay up until the controllers have drained
+		// Probes and metrics stay up until the controllers have stopped
 		// and the lease is released, not just until the signal.
 		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 		defer stopServing()
