@@ -18,7 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/caliban-ai/caliban-operator/cmd/caliban-operator/app"
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // version and commit are stamped at build time with -ldflags -X.
@@ -31,7 +31,7 @@ var (
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 func main() {
-	settings, err := builders.ParseSettings(os.LookupEnv, podNamespace())
+	settings, err := config.Parse(os.LookupEnv, podNamespace())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "caliban-operator: invalid configuration:\n%v\n", err)
 		os.Exit(2)
@@ -39,7 +39,7 @@ func main() {
 	logger := newLogger(settings)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	// A second signal during the drain ends the process at once.
+	// A second signal during the shutdown grace ends the process at once.
 	context.AfterFunc(ctx, stop)
 	ctx = klog.NewContext(ctx, logger)
 
@@ -62,8 +62,8 @@ func podNamespace() string {
 // newLogger configures klog, the logger every client-go component uses too:
 // its text output at CALIBAN_LOG_VERBOSITY, or JSON lines with
 // CALIBAN_LOG_FORMAT=json.
-func newLogger(s builders.Settings) klog.Logger {
-	if s.LogFormat == builders.LogFormatJSON {
+func newLogger(s config.Settings) klog.Logger {
+	if s.LogFormat == config.LogFormatJSON {
 		logger := funcr.NewJSON(func(obj string) { fmt.Fprintln(os.Stderr, obj) },
 			funcr.Options{Verbosity: s.LogVerbosity, LogTimestamp: true, LogCaller: funcr.Error})
 		klog.SetLogger(logger)

@@ -47,8 +47,8 @@ const (
 	sampleNamespace = "default"
 	// binaryEnv overrides the operator binary's path.
 	binaryEnv = "CALIBAN_OPERATOR_BINARY"
-	// stopGrace is how long the operator may take to drain after the first
-	// signal before it is killed.
+	// stopGrace is how long the operator may take to stop after the first
+	// signal before it is killed; its own shutdown grace is shorter.
 	stopGrace = 30 * time.Second
 )
 
@@ -213,7 +213,7 @@ func runOperator(binary string, env []string, sigs chan os.Signal) int {
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	// Its own process group: a Ctrl-C reaches it through us, exactly once,
 	// rather than from the terminal and again from us (a second signal
-	// commonly means "exit now, skip draining").
+	// commonly means "exit now, skip the shutdown grace").
 	cmd.SysProcAttr = operatorSysProcAttr()
 	if err := cmd.Start(); err != nil {
 		logf("starting the operator: %v", err)
@@ -230,7 +230,7 @@ func runOperator(binary string, env []string, sigs chan os.Signal) int {
 				s = syscall.SIGTERM
 			}
 			if kill == nil {
-				logf("%v: stopping the operator (it gets %s to drain)", s, stopGrace)
+				logf("%v: stopping the operator (it gets %s to stop)", s, stopGrace)
 				kill = time.After(stopGrace)
 			}
 			_ = cmd.Process.Signal(s)

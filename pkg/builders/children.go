@@ -9,6 +9,7 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // LabelNamespaceName is the label the apiserver sets on every namespace.
@@ -27,7 +28,7 @@ func BuildServiceAccount(task *calibanv1alpha1.CalibanTask) *corev1ac.ServiceAcc
 // (docs/crd-reference.md#networkpolicy): ingress only to caliband's port and
 // the agent port window from the configured peers; egress to DNS plus
 // everything (no workspace egress) or the pinned allow-list.
-func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) *networkingv1ac.NetworkPolicyApplyConfiguration {
+func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	peer := networkingv1ac.NetworkPolicyPeer().
 		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(s.IngressPodSelector))

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // The ServiceAccount and NetworkPolicy are applied as applyconfigurations:
@@ -117,7 +118,7 @@ func ingressRule(calibandPort, base, end int32, peer networkingv1.NetworkPolicyP
 
 func TestBuildNetworkPolicyIngress(t *testing.T) {
 	tests := map[string]struct {
-		settings AgentSettings
+		settings config.AgentSettings
 		want     []networkingv1.NetworkPolicyIngressRule
 	}{
 		"by default any pod of the task's namespace may reach caliband and the agent window": {
@@ -125,11 +126,11 @@ func TestBuildNetworkPolicyIngress(t *testing.T) {
 			want:     ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
 		},
 		"the ports follow the settings": {
-			settings: settings(func(s *AgentSettings) { s.CalibandPort, s.AgentPortBase, s.AgentPortEnd = 9443, 20000, 20999 }),
+			settings: settings(func(s *config.AgentSettings) { s.CalibandPort, s.AgentPortBase, s.AgentPortEnd = 9443, 20000, 20999 }),
 			want:     ingressRule(9443, 20000, 20999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
 		},
 		"a one-port window is still a range": {
-			settings: settings(func(s *AgentSettings) { s.AgentPortBase, s.AgentPortEnd = 7100, 7100 }),
+			settings: settings(func(s *config.AgentSettings) { s.AgentPortBase, s.AgentPortEnd = 7100, 7100 }),
 			want:     ingressRule(8443, 7100, 7100, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
 		},
 		"CALIBAN_INGRESS_POD_SELECTOR narrows the peer to those pods of the task's namespace": {

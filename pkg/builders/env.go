@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // CalibandEnv is the caliband container's environment, in a fixed order with
@@ -16,7 +17,7 @@ import (
 // agentPolicy variables (which win over a workspace env entry of the same
 // name) and last the daemon token. Secrets only ever appear as
 // secretKeyRefs.
-func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) []corev1.EnvVar {
+func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []corev1.EnvVar {
 	var env envList
 
 	p := pin.Provider

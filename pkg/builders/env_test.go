@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // These tests hold the caliband container's environment to
@@ -413,7 +414,7 @@ func TestCalibandEnvWorkspaceEnv(t *testing.T) {
 
 func TestCalibandEnvDaemonToken(t *testing.T) {
 	tests := map[string]struct {
-		settings AgentSettings
+		settings config.AgentSettings
 		want     corev1.EnvVar
 	}{
 		"the default token Secret and key": {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // Fixture builders for the child builders' tests, in the style of
@@ -117,23 +118,23 @@ func pinPolicy(p calibanv1alpha1.AgentPolicy) func(*calibanv1alpha1.ResolvedWork
 	return func(w *calibanv1alpha1.ResolvedWorkspace) { w.AgentPolicy = &p }
 }
 
-// settings is DefaultAgentSettings with overrides.
-func settings(mods ...func(*AgentSettings)) AgentSettings {
-	s := DefaultAgentSettings()
+// settings is config.DefaultAgentSettings with overrides.
+func settings(mods ...func(*config.AgentSettings)) config.AgentSettings {
+	s := config.DefaultAgentSettings()
 	for _, m := range mods {
 		m(&s)
 	}
 	return s
 }
 
-// parsedSettings reads an environment through ParseAgentSettings, for the
-// cases whose meaning is defined by the variables (a blank request clears
-// it).
-func parsedSettings(t testing.TB, env map[string]string) AgentSettings {
+// parsedSettings reads an environment through config.ParseAgentSettings,
+// for the cases whose meaning is defined by the variables (a blank request
+// clears it).
+func parsedSettings(t testing.TB, env map[string]string) config.AgentSettings {
 	t.Helper()
-	s, err := ParseAgentSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	s, err := config.ParseAgentSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
-		t.Fatalf("ParseAgentSettings(%v): %v", env, err)
+		t.Fatalf("config.ParseAgentSettings(%v): %v", env, err)
 	}
 	return s
 }

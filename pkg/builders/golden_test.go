@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // The golden files are the whole apply bodies of a task's three children
@@ -22,7 +23,7 @@ import (
 // docs/crd-reference.md#networkpolicy before committing it.
 
 // renderChildren is what the operator applies for a task, as YAML documents.
-func renderChildren(t *testing.T, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) []byte {
+func renderChildren(t *testing.T, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []byte {
 	t.Helper()
 	body, err := SandboxApplyBody(BuildSandbox(tk, p, s))
 	if err != nil {
@@ -46,7 +47,7 @@ func TestGoldenChildren(t *testing.T) {
 	tests := map[string]struct {
 		task     *calibanv1alpha1.CalibanTask
 		pin      *calibanv1alpha1.ResolvedWorkspace
-		settings AgentSettings
+		settings config.AgentSettings
 	}{
 		"default-minimal": {
 			task:     task("refactor-auth"),

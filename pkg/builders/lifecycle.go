@@ -9,6 +9,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // Ready reasons of the lifecycle (docs/crd-reference.md#lifecycle).
@@ -119,7 +120,7 @@ func DrainVerdict(task *calibanv1alpha1.CalibanTask, timeout time.Duration, now 
 		return DrainFailedOutcome, "drain failed: " + msg
 	}
 	if !now.Before(DrainDeadline(task, timeout)) {
-		return DrainTimedOut, fmt.Sprintf("prospero did not answer within %s (%s); the task goes without a checkpoint", timeout, EnvDrainTimeoutSeconds)
+		return DrainTimedOut, fmt.Sprintf("prospero did not answer within %s (%s); the task goes without a checkpoint", timeout, config.EnvDrainTimeoutSeconds)
 	}
 	return DrainWaiting, ""
 }

@@ -9,6 +9,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // The lifecycle's clock: a task pinned at tStart, with a 100 s deadline.
@@ -173,7 +174,7 @@ func TestLifecyclePhasePrecedence(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			in := TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised",
 				Sandbox: tc.sandbox, SandboxAPIMissing: tc.sandbox == nil, Now: tc.now, DrainTimeout: time.Minute}
-			st := TaskStatus(in, DefaultAgentSettings())
+			st := TaskStatus(in, config.DefaultAgentSettings())
 			got := want{Phase: st.Phase, Endpoint: st.CalibandEndpoint, Completion: st.CompletionTime}
 			if len(st.Conditions) == 1 {
 				got.Reason = st.Conditions[0].Reason
@@ -217,7 +218,7 @@ func TestLifecycleMessages(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			st := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised", Sandbox: tc.sandbox, Now: tc.now, DrainTimeout: time.Minute}, DefaultAgentSettings())
+			st := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised", Sandbox: tc.sandbox, Now: tc.now, DrainTimeout: time.Minute}, config.DefaultAgentSettings())
 			if len(st.Conditions) != 1 || st.Conditions[0].Message != tc.want {
 				t.Errorf("Ready %+v, want message %q", st.Conditions, tc.want)
 			}
@@ -230,7 +231,7 @@ func TestLifecycleMessages(t *testing.T) {
 func TestThePinStartsTheDeadline(t *testing.T) {
 	task := fxTask(deadline100, func(t *calibanv1alpha1.CalibanTask) { t.CreationTimestamp = tEarlier })
 	now := metav1.NewTime(tNow.Add(1500 * time.Millisecond))
-	st := TaskStatus(TaskStatusInput{Task: task, Pin: fxPin(), Posture: "supervised", Now: now}, DefaultAgentSettings())
+	st := TaskStatus(TaskStatusInput{Task: task, Pin: fxPin(), Posture: "supervised", Now: now}, config.DefaultAgentSettings())
 	if st.Phase != calibanv1alpha1.TaskProvisioning {
 		t.Errorf("phase %s, want Provisioning: the deadline counts from the pin", st.Phase)
 	}

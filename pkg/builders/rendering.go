@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // RenderingFingerprint names how this operator, under settings s, renders
@@ -22,7 +23,7 @@ import (
 // stamped with another fingerprint was rendered under other settings or by
 // another version, and is kept as it is, because a running or resumed agent
 // relies on it (its volume's owner, its ports, its claim).
-func RenderingFingerprint(s AgentSettings) (string, error) {
+func RenderingFingerprint(s config.AgentSettings) (string, error) {
 	task, pin := renderingProbe()
 	body, err := json.Marshal([]any{BuildSandbox(task, pin, s), BuildNetworkPolicy(task, pin, s)})
 	if err != nil {

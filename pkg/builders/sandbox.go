@@ -11,6 +11,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // Names inside the agent pod.
@@ -32,7 +33,7 @@ const (
 
 // AdvertiseHost is the name caliband advertises to its clients and agents:
 // the Sandbox's headless Service in the task's namespace.
-func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s AgentSettings) string {
+func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s config.AgentSettings) string {
 	return fmt.Sprintf("%s.%s.svc.%s", SandboxName(task.Name), task.Namespace, s.ClusterDomain)
 }
 
@@ -41,7 +42,7 @@ func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s AgentSettings) string {
 // configuration pinned at admission: one pod running caliband, a workspace
 // volume claim, and a headless Service. Everything in it is the operator's
 // intent; nothing is read back from the cluster.
-func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) *sandboxv1beta1.Sandbox {
+func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *sandboxv1beta1.Sandbox {
 	labels := TaskLabels(task)
 	yes := true
 	return &sandboxv1beta1.Sandbox{
@@ -72,7 +73,7 @@ func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.Resolv
 	}
 }
 
-func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) corev1.PodSpec {
+func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) corev1.PodSpec {
 	no, yes := false, true
 	uid, gid := s.AgentUID, s.AgentGID
 	spec := corev1.PodSpec{
@@ -147,7 +148,7 @@ func sourceCredentials(sources []calibanv1alpha1.Source) ([]corev1.Volume, []cor
 	return volumes, mounts
 }
 
-func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s AgentSettings) corev1.Container {
+func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) corev1.Container {
 	c := corev1.Container{
 		Name:  ContainerCaliband,
 		Image: s.CalibandImage,

@@ -14,6 +14,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // These tests hold BuildSandbox to
@@ -42,7 +43,7 @@ func TestBuildSandboxArgs(t *testing.T) {
 	tests := map[string]struct {
 		// inputs
 		task     *calibanv1alpha1.CalibanTask
-		settings AgentSettings
+		settings config.AgentSettings
 		// expected
 		args []string
 	}{
@@ -62,7 +63,7 @@ func TestBuildSandboxArgs(t *testing.T) {
 		},
 		"every configurable value comes from the settings": {
 			task: task("refactor-auth"),
-			settings: settings(func(s *AgentSettings) {
+			settings: settings(func(s *config.AgentSettings) {
 				s.WorkspaceRoot = "/srv/ws"
 				s.CalibandPort = 9443
 				s.AgentPortBase = 20000
@@ -116,7 +117,7 @@ func TestBuildSandboxArgs(t *testing.T) {
 func TestAdvertiseHost(t *testing.T) {
 	tests := map[string]struct {
 		task     *calibanv1alpha1.CalibanTask
-		settings AgentSettings
+		settings config.AgentSettings
 		want     string
 	}{
 		"the Sandbox Service in the task's namespace under the cluster domain": {
@@ -127,7 +128,7 @@ func TestAdvertiseHost(t *testing.T) {
 			settings: settings(), want: "refactor-auth-sbx.other.svc.cluster.local",
 		},
 		"a configured cluster domain replaces cluster.local": {
-			task: task("refactor-auth"), settings: settings(func(s *AgentSettings) { s.ClusterDomain = "k8s.corp" }),
+			task: task("refactor-auth"), settings: settings(func(s *config.AgentSettings) { s.ClusterDomain = "k8s.corp" }),
 			want: "refactor-auth-sbx.team-a.svc.k8s.corp",
 		},
 		"a long dotted name uses the safe Sandbox name": {
@@ -175,12 +176,12 @@ func TestBuildSandboxObjectMeta(t *testing.T) {
 
 func TestBuildSandboxSpecShape(t *testing.T) {
 	tests := map[string]struct {
-		settings AgentSettings
+		settings config.AgentSettings
 		storage  string
 	}{
 		"the default claim asks for 10Gi": {settings: settings(), storage: "10Gi"},
 		"the claim asks for the configured storage": {
-			settings: settings(func(s *AgentSettings) { s.WorkspaceStorage = quantity("250Gi") }), storage: "250Gi",
+			settings: settings(func(s *config.AgentSettings) { s.WorkspaceStorage = quantity("250Gi") }), storage: "250Gi",
 		},
 	}
 	for name, test := range tests {
@@ -257,14 +258,14 @@ func TestBuildSandboxRuntimeClass(t *testing.T) {
 }
 
 func TestBuildSandboxInitContainer(t *testing.T) {
-	gitSettings := settings(func(s *AgentSettings) {
+	gitSettings := settings(func(s *config.AgentSettings) {
 		s.GitImage = "registry.local/git:2.45"
 		s.WorkspaceRoot = "/srv/ws"
 	})
 	tests := map[string]struct {
 		// inputs
 		pin      *calibanv1alpha1.ResolvedWorkspace
-		settings AgentSettings
+		settings config.AgentSettings
 		// expected
 		want []corev1.Container
 	}{
@@ -328,7 +329,7 @@ func TestBuildSandboxCloneScriptStartsWithSetEU(t *testing.T) {
 
 func TestBuildSandboxResources(t *testing.T) {
 	tests := map[string]struct {
-		settings AgentSettings
+		settings config.AgentSettings
 		want     corev1.ResourceRequirements
 	}{
 		"defaults request 250m and 512Mi with no limits": {
@@ -394,7 +395,7 @@ func TestTheSandboxApplyBodyOmitsClearedResources(t *testing.T) {
 
 func TestBuildSandboxSecurityContexts(t *testing.T) {
 	tests := map[string]struct {
-		settings AgentSettings
+		settings config.AgentSettings
 		want     *corev1.PodSecurityContext
 	}{
 		"defaults run as 10001 with the runtime's default seccomp profile": {
@@ -406,7 +407,7 @@ func TestBuildSandboxSecurityContexts(t *testing.T) {
 			},
 		},
 		"the agent uid and gid come from the settings, fsGroup follows the gid": {
-			settings: settings(func(s *AgentSettings) { s.AgentUID, s.AgentGID = 2000, 3000 }),
+			settings: settings(func(s *config.AgentSettings) { s.AgentUID, s.AgentGID = 2000, 3000 }),
 			want: &corev1.PodSecurityContext{
 				RunAsUser: new(int64(2000)), RunAsGroup: new(int64(3000)), FSGroup: new(int64(3000)),
 				RunAsNonRoot:   new(true),
@@ -443,11 +444,11 @@ func TestBuildSandboxSecurityContexts(t *testing.T) {
 
 func TestBuildSandboxPortsAndProbes(t *testing.T) {
 	tests := map[string]struct {
-		settings AgentSettings
+		settings config.AgentSettings
 		port     int32
 	}{
 		"the default control port":  {settings: settings(), port: 8443},
-		"a configured control port": {settings: settings(func(s *AgentSettings) { s.CalibandPort = 9443 }), port: 9443},
+		"a configured control port": {settings: settings(func(s *config.AgentSettings) { s.CalibandPort = 9443 }), port: 9443},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -494,7 +495,7 @@ func TestBuildSandboxVolumesAndMounts(t *testing.T) {
 	tests := map[string]struct {
 		// inputs
 		task     *calibanv1alpha1.CalibanTask
-		settings AgentSettings
+		settings config.AgentSettings
 		// expected
 		volumes []corev1.Volume
 		mounts  []corev1.VolumeMount
@@ -512,7 +513,7 @@ func TestBuildSandboxVolumesAndMounts(t *testing.T) {
 		},
 		"with router config: the ConfigMap too, read-only at /etc/caliban/router": {
 			task:     task("t", taskRouterConfig("team-router")),
-			settings: settings(func(s *AgentSettings) { s.SessionTLSSecret = "session-tls-2"; s.WorkspaceRoot = "/srv/ws" }),
+			settings: settings(func(s *config.AgentSettings) { s.SessionTLSSecret = "session-tls-2"; s.WorkspaceRoot = "/srv/ws" }),
 			volumes: []corev1.Volume{
 				{Name: "session-tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "session-tls-2"}}},
 				{Name: "router-config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{

@@ -13,6 +13,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // prospero's condition on a task, and the reasons the operator maps.
@@ -64,7 +65,7 @@ type TaskStatusInput struct {
 // admitted posture, observedGeneration and the Ready condition. It is total: a
 // field left out is a field server-side apply removes. Conditions of other
 // owners are not in it.
-func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTaskStatus {
+func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.CalibanTaskStatus {
 	task := in.Task
 	status := calibanv1alpha1.CalibanTaskStatus{
 		ObservedGeneration: task.Generation,
@@ -191,7 +192,7 @@ func TaskStatus(in TaskStatusInput, s AgentSettings) calibanv1alpha1.CalibanTask
 // the port of the caliband container the Sandbox carries. A Sandbox
 // rendered under other settings keeps its port (ADR 0015), so the
 // settings' port is only the answer for a Sandbox that says nothing.
-func calibandEndpoint(sb *sandboxv1beta1.Sandbox, s AgentSettings) string {
+func calibandEndpoint(sb *sandboxv1beta1.Sandbox, s config.AgentSettings) string {
 	port := s.CalibandPort
 	if p := CalibandPortOf(&sb.Spec.PodTemplate.Spec); p != 0 {
 		port = p

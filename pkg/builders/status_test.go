@@ -11,6 +11,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 var (
@@ -280,7 +281,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			if tc.pin != nil {
 				posture = calibanv1alpha1.PostureSupervised
 			}
-			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow}, DefaultAgentSettings())
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow}, config.DefaultAgentSettings())
 			want := tc.want
 			if tc.pin != nil && tc.task.Status.ResolvedWorkspace == nil {
 				// These tasks are pinned by this pass, which starts them now.
@@ -297,8 +298,8 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 // status of the freshly applied Sandbox that has no condition yet: applying
 // the children then needs no second status write.
 func TestThePinStatusIsTheStatusOfAFreshSandbox(t *testing.T) {
-	before := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Now: tNow}, DefaultAgentSettings())
-	after := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(""), Now: tNow}, DefaultAgentSettings())
+	before := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Now: tNow}, config.DefaultAgentSettings())
+	after := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(""), Now: tNow}, config.DefaultAgentSettings())
 	if TaskStatusChanged(before, after) {
 		t.Errorf("a fresh Sandbox changes the status:\n%s", cmp.Diff(before, after))
 	}
@@ -307,7 +308,7 @@ func TestThePinStatusIsTheStatusOfAFreshSandbox(t *testing.T) {
 func TestTaskStatusChanged(t *testing.T) {
 	const fqdn = "fix-bug-sbx.team.svc.cluster.local"
 	in := TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(fqdn, sbReady("True", "")), Now: tNow}
-	running := TaskStatus(in, DefaultAgentSettings())
+	running := TaskStatus(in, config.DefaultAgentSettings())
 	stored := fxTask(func(t *calibanv1alpha1.CalibanTask) { t.Status = *running.DeepCopy() })
 	tests := map[string]struct {
 		current calibanv1alpha1.CalibanTaskStatus
@@ -340,7 +341,7 @@ func TestTaskStatusChanged(t *testing.T) {
 		in2 := in
 		in2.Task = stored
 		in2.Now = metav1.NewTime(tNow.Add(time.Hour))
-		if TaskStatusChanged(stored.Status, TaskStatus(in2, DefaultAgentSettings())) {
+		if TaskStatusChanged(stored.Status, TaskStatus(in2, config.DefaultAgentSettings())) {
 			t.Error("a resync would write")
 		}
 	})

@@ -17,6 +17,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
@@ -161,7 +162,7 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	restartWith(t, f, restarted, builders.DefaultAgentSettings()) // a new term: an empty memo
+	restartWith(t, f, restarted, config.DefaultAgentSettings()) // a new term: an empty memo
 	for _, child := range []any{sa, np, sb} {
 		v, err := restarted.children.Transform(child)
 		if err != nil {

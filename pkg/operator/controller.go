@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // syncFunc reconciles one object. A nil error with after > 0 asks to look
@@ -17,9 +19,6 @@ import (
 // error asks for a rate-limited retry and is returned only when a retry can
 // help.
 type syncFunc func(ctx context.Context, key cache.ObjectName) (after time.Duration, err error)
-
-// defaultDrainTimeout bounds the drain of a controller whose owner set none.
-const defaultDrainTimeout = 10 * time.Second
 
 // loop is the queue-and-workers part every controller shares: named queue,
 // cache-sync wait, workers, and a shutdown that lets in-flight syncs finish.
@@ -29,10 +28,10 @@ type loop struct {
 	synced  []cache.InformerSynced
 	sync    syncFunc
 	metrics *Metrics
-	// drainTimeout bounds how long syncs in flight may go on once the
-	// controller stops; under leader election it is the lease grace, so a
-	// deposed leader has stopped writing before another can take over.
-	drainTimeout time.Duration
+	// shutdownGrace bounds how long syncs in flight may go on once the
+	// controller stops; under leader election it comes from the lease grace,
+	// so a deposed leader has stopped writing before another can take over.
+	shutdownGrace time.Duration
 }
 
 // newLoop makes a controller's loop. With urgent, the queue serves the
@@ -51,7 +50,7 @@ func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], 
 			}),
 		})
 	}
-	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: metrics, drainTimeout: defaultDrainTimeout}
+	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: metrics, shutdownGrace: config.DefaultShutdownGrace}
 }
 
 // rateLimiter is the retry policy of a controller's queue: per-item
@@ -83,12 +82,12 @@ func (l *loop) run(ctx context.Context, workers int) error {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, l.synced...) {
 		l.queue.ShutDown()
 		if ctx.Err() != nil {
-			return nil // shut down before the caches synced: nothing to drain
+			return nil // shut down before the caches synced: nothing in flight
 		}
 		return fmt.Errorf("%s: caches did not sync", l.name)
 	}
 	// Syncs in flight when ctx ends may finish their API calls, for at
-	// most drainTimeout: a half-written status is worse than a late exit.
+	// most shutdownGrace: a half-written status is worse than a late exit.
 	// No sync starts after ctx ended, though the queue still holds items.
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
@@ -102,8 +101,8 @@ func (l *loop) run(ctx context.Context, workers int) error {
 		})
 	}
 	<-ctx.Done()
-	logger.Info("Shutting down: waiting for syncs in flight", "atMost", l.drainTimeout)
-	timer := time.AfterFunc(l.drainTimeout, cancelWork)
+	logger.Info("Shutting down: waiting for syncs in flight", "atMost", l.shutdownGrace)
+	timer := time.AfterFunc(l.shutdownGrace, cancelWork)
 	defer timer.Stop()
 	l.queue.ShutDownWithDrain()
 	wg.Wait()

@@ -27,6 +27,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanfake "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/fake"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
@@ -253,7 +254,7 @@ func (f *fixture) taskController() *TaskController {
 		f.kubeInformers.Core().V1().ServiceAccounts(),
 		f.kubeInformers.Networking().V1().NetworkPolicies(),
 		f.sandboxInformer, &f.sandboxAPI,
-		builders.DefaultAgentSettings(), f.events, nil, f.clock)
+		config.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func (f *fixture) childInformers() map[freshness.Kind]cache.SharedIndexInformer 
 func (f *fixture) workspaceController() *WorkspaceController {
 	f.t.Helper()
 	c, err := NewWorkspaceController(f.caliban, f.kube, f.calibanInformers.Caliban().V1alpha1().Workspaces(),
-		builders.DefaultAgentSettings(), f.events, nil, f.clock)
+		config.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
 	}

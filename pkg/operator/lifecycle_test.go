@@ -168,7 +168,7 @@ func TestAStoppedControllerStartsNoNewSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil, nil)
-	l.drainTimeout = time.Minute
+	l.shutdownGrace = time.Minute
 	var synced atomic.Int32
 	inSync, release := make(chan struct{}), make(chan struct{})
 	l.sync = func(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
@@ -185,7 +185,7 @@ func TestAStoppedControllerStartsNoNewSync(t *testing.T) {
 	go func() { done <- l.run(ctx, 1) }()
 	<-inSync
 	cancel()
-	// Let run reach its drain before the sync in flight finishes.
+	// Let run reach its shutdown grace before the sync in flight finishes.
 	time.Sleep(100 * time.Millisecond)
 	close(release)
 	if err := <-done; err != nil {
@@ -196,13 +196,13 @@ func TestAStoppedControllerStartsNoNewSync(t *testing.T) {
 	}
 }
 
-// The drain is bounded: a sync that ignores nothing but its context is cut
-// off after drainTimeout.
-func TestTheDrainIsBounded(t *testing.T) {
+// The shutdown grace is bounded: a sync that ignores nothing but its context
+// is cut off after shutdownGrace.
+func TestTheShutdownGraceIsBounded(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil, nil)
-	l.drainTimeout = 50 * time.Millisecond
+	l.shutdownGrace = 50 * time.Millisecond
 	inSync := make(chan struct{})
 	var cutOff atomic.Bool
 	l.sync = func(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
@@ -222,7 +222,7 @@ func TestTheDrainIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	case <-time.After(time.Minute):
-		t.Fatal("run did not return: the drain is not bounded")
+		t.Fatal("run did not return: the shutdown grace is not bounded")
 	}
 	if !cutOff.Load() {
 		t.Error("the sync in flight was not cancelled")

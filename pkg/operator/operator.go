@@ -20,6 +20,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
@@ -37,7 +38,7 @@ type Clients struct {
 // Operator runs both controllers for one leadership term.
 type Operator struct {
 	Clients  Clients
-	Settings builders.Settings
+	Settings config.Settings
 	Metrics  *Metrics
 	Clock    clock.PassiveClock
 
@@ -97,12 +98,12 @@ func (o *Operator) Run(ctx context.Context) error {
 		return err
 	}
 	sandboxAPI.onServed = tc.enqueueAll
-	wc.drainTimeout, tc.drainTimeout = s.DrainTimeout(), s.DrainTimeout()
+	wc.shutdownGrace, tc.shutdownGrace = s.ShutdownGrace(), s.ShutdownGrace()
 	tc.taskDrainTimeout = s.TaskDrainTimeout
 	if o.Metrics != nil {
 		o.Metrics.SetPhaseListers(tasks.Lister(), workspaces.Lister())
-		// The gauges go when the term ends, not after the drain: a deposed
-		// leader must not report from a cache it stopped keeping.
+		// The gauges go when the term ends, not after the shutdown grace: a
+		// deposed leader must not report from a cache it stopped keeping.
 		stop := context.AfterFunc(ctx, func() { o.Metrics.SetPhaseListers(nil, nil) })
 		defer func() {
 			if stop() {

@@ -12,13 +12,14 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // newSettings are what an operator restarted with another storage size,
 // caliband image and control port renders.
-func newSettings() builders.AgentSettings {
-	s := builders.DefaultAgentSettings()
+func newSettings() config.AgentSettings {
+	s := config.DefaultAgentSettings()
 	s.WorkspaceStorage = resource.MustParse("20Gi")
 	s.CalibandImage = "ghcr.io/caliban-ai/caliban:v2"
 	s.CalibandPort = 9443
@@ -63,7 +64,7 @@ func renderedOf(t *testing.T, u *unstructured.Unstructured) rendered {
 	return r
 }
 
-func fingerprintOf(t *testing.T, s builders.AgentSettings) string {
+func fingerprintOf(t *testing.T, s config.AgentSettings) string {
 	t.Helper()
 	fp, err := builders.RenderingFingerprint(s)
 	if err != nil {
@@ -80,7 +81,7 @@ func fingerprintOf(t *testing.T, s builders.AgentSettings) string {
 func TestARestartWithOtherSettingsKeepsTheChildrenOfExistingTasks(t *testing.T) {
 	f := lifecycleFixture(t)
 	restarted, tk := f.runningTask()
-	oldFP, newFP := fingerprintOf(t, builders.DefaultAgentSettings()), fingerprintOf(t, newSettings())
+	oldFP, newFP := fingerprintOf(t, config.DefaultAgentSettings()), fingerprintOf(t, newSettings())
 	if oldFP == newFP {
 		t.Fatal("the two settings have the same fingerprint")
 	}
@@ -182,7 +183,7 @@ func TestARenderingChangeKeepsTheLiveVolumeClaimTemplates(t *testing.T) {
 // restartWith makes c what a restart with settings s would make it: the
 // settings replaced, nothing remembered. (A second controller cannot share
 // the fixture's informers.)
-func restartWith(t *testing.T, f *fixture, c *TaskController, s builders.AgentSettings) {
+func restartWith(t *testing.T, f *fixture, c *TaskController, s config.AgentSettings) {
 	t.Helper()
 	children, err := freshness.New(s, c.controllingTask)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
@@ -66,7 +67,7 @@ type TaskController struct {
 	// holds what its task wants.
 	children   *freshness.Tracker
 	sandboxAPI SandboxAPI
-	settings   builders.AgentSettings
+	settings   config.AgentSettings
 	recorder   Recorder
 	clock      clock.PassiveClock
 	// taskDrainTimeout bounds a deleted task's drain
@@ -89,7 +90,7 @@ func NewTaskController(
 	networkPolicies networkinginformers.NetworkPolicyInformer,
 	sandboxes cache.SharedIndexInformer,
 	sandboxAPI SandboxAPI,
-	settings builders.AgentSettings,
+	settings config.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
 	clk clock.PassiveClock,
@@ -108,7 +109,7 @@ func NewTaskController(
 		recorder:   recorder,
 		clock:      clk,
 		// The setting's default; cmd sets what the environment says.
-		taskDrainTimeout: builders.DefaultTaskDrainTimeout,
+		taskDrainTimeout: config.DefaultTaskDrainTimeout,
 	}
 	children, err := freshness.New(settings, c.controllingTask)
 	if err != nil {

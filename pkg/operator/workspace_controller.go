@@ -15,6 +15,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
@@ -38,7 +39,7 @@ type WorkspaceController struct {
 	caliban  calibanclient.Interface
 	kube     kubernetes.Interface
 	lister   calibanlisters.WorkspaceLister
-	settings builders.AgentSettings
+	settings config.AgentSettings
 	recorder Recorder
 	clock    clock.PassiveClock
 }
@@ -48,7 +49,7 @@ func NewWorkspaceController(
 	caliban calibanclient.Interface,
 	kube kubernetes.Interface,
 	workspaces calibaninformers.WorkspaceInformer,
-	settings builders.AgentSettings,
+	settings config.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
 	clk clock.PassiveClock,

@@ -34,7 +34,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
-// stopTimeout bounds a SIGTERMed operator's drain.
+// stopTimeout bounds how long a SIGTERMed operator may take to stop.
 const stopTimeout = 30 * time.Second
 
 // scenarioSizes are the knobs a short and a full run differ in.

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -23,7 +23,7 @@ import (
 // 1 + JitterFactor times). The margin covers the lease requests' round
 // trips on a loaded apiserver.
 func takeoverBound() time.Duration {
-	s := builders.DefaultProcessSettings()
+	s := config.DefaultProcessSettings()
 	s.LeaseDuration, s.LeaseGrace = leaseDuration, leaseGrace
 	poll := time.Duration(float64(s.RetryPeriod()) * (1 + leaderelection.JitterFactor))
 	return leaseDuration + 2*poll + 500*time.Millisecond
@@ -120,7 +120,7 @@ func TestALeaderKilledDuringABurstIsReplacedInTimeAndNeverWritesAlongsideItsSucc
 // waitHolder waits until the work's Lease names holder.
 func (b *bed) waitHolder(t *testing.T, ctx context.Context, holder string) {
 	t.Helper()
-	name := builders.DefaultProcessSettings().LeaseName
+	name := config.DefaultProcessSettings().LeaseName
 	framework.Eventually(t, time.Minute, func() error {
 		lease, err := b.cluster.Kube.CoordinationV1().Leases(framework.OperatorNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -148,7 +148,7 @@ type replicaTerms struct {
 }
 
 func termsFrom(events []framework.AuditEvent, replicas map[string]string) replicaTerms {
-	leaseName := builders.DefaultProcessSettings().LeaseName
+	leaseName := config.DefaultProcessSettings().LeaseName
 	r := replicaTerms{taken: map[string]time.Time{}, writes: map[string]int{}, first: map[string]time.Time{}, last: map[string]time.Time{}}
 	for _, e := range events {
 		who, ok := replicas[e.CredentialID()]

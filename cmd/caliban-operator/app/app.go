@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/pkg/operator"
 )
 
@@ -28,7 +29,7 @@ type BuildInfo struct {
 // returns. It reaches the cluster through KUBECONFIG when set and the
 // in-cluster configuration otherwise, and starts the controllers whether or
 // not agent-sandbox's Sandbox API is served (docs/architecture.md#process-start-up).
-func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
+func Run(ctx context.Context, s config.Settings, build BuildInfo) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting caliban-operator", "version", build.Version, "commit", build.Commit,
 		"leaderElection", s.LeaderElection, "watchNamespace", s.WatchNamespace, "workers", s.Workers)
@@ -52,16 +53,16 @@ func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
 		Controllers: &operator.Operator{Clients: clients, Settings: s, Metrics: metrics},
 	}
 	if s.MetricsBindAddress != "" {
-		// Probes and metrics stay up until the controllers have drained
+		// Probes and metrics stay up until the controllers have stopped
 		// and the lease is released, not just until the signal.
 		serveCtx, stopServing := context.WithCancel(context.WithoutCancel(ctx))
 		defer stopServing()
-		if err := Serve(serveCtx, builders.EnvMetricsBindAddress, s.MetricsBindAddress, p.Handler(metrics.Registry)); err != nil {
+		if err := Serve(serveCtx, config.EnvMetricsBindAddress, s.MetricsBindAddress, p.Handler(metrics.Registry)); err != nil {
 			return err
 		}
 	}
 	if s.PprofBindAddress != "" {
-		if err := Serve(ctx, builders.EnvPprofBindAddress, s.PprofBindAddress, PprofHandler()); err != nil {
+		if err := Serve(ctx, config.EnvPprofBindAddress, s.PprofBindAddress, PprofHandler()); err != nil {
 			return err
 		}
 	}
@@ -70,7 +71,7 @@ func Run(ctx context.Context, s builders.Settings, build BuildInfo) error {
 
 // configureClient applies the process's API client settings to cfg, from
 // which every client of the operator is made.
-func configureClient(cfg *rest.Config, s builders.ProcessSettings, build BuildInfo) {
+func configureClient(cfg *rest.Config, s config.ProcessSettings, build BuildInfo) {
 	cfg.QPS, cfg.Burst = s.KubeAPIQPS, s.KubeAPIBurst
 	cfg.DisableCompression = !s.KubeAPICompression
 	cfg.UserAgent = builders.FieldManager + "/" + build.Version

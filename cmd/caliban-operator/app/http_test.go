@@ -13,7 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 func TestHandler(t *testing.T) {
@@ -22,7 +22,7 @@ func TestHandler(t *testing.T) {
 		Code int
 		Body string
 	}
-	s := builders.DefaultProcessSettings()
+	s := config.DefaultProcessSettings()
 	tests := []struct {
 		name             string
 		leading, running bool
@@ -103,7 +103,7 @@ func TestServeNamesTheVariableWhenItCannotListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	for _, name := range []string{builders.EnvMetricsBindAddress, builders.EnvPprofBindAddress} {
+	for _, name := range []string{config.EnvMetricsBindAddress, config.EnvPprofBindAddress} {
 		err = Serve(context.Background(), name, taken.Addr().String(), http.NotFoundHandler())
 		if err == nil || !strings.HasPrefix(err.Error(), name+" ") {
 			t.Errorf("Serve on a taken address = %v, want an error naming %s", err, name)

@@ -15,14 +15,14 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/klog/v2"
 
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // Controllers are what one leadership term runs. *operator.Operator is the
 // real one; tests pass a fake so that the term loop runs without a cluster.
 type Controllers interface {
-	// Run runs the controllers until ctx ends and returns once they have
-	// drained.
+	// Run runs the controllers until ctx ends and returns once their syncs
+	// in flight have finished or their shutdown grace has run out.
 	Run(ctx context.Context) error
 	// Running reports whether the controllers run with synced caches.
 	Running() bool
@@ -32,7 +32,7 @@ type Controllers interface {
 // state to /readyz (see Handler). Without leader election it runs them once;
 // with it, one leadership term at a time (docs/deploying.md#leader-election).
 type Process struct {
-	Settings builders.ProcessSettings
+	Settings config.ProcessSettings
 	// Leases reaches the Lease Settings name; unused without leader
 	// election.
 	Leases      coordinationv1client.LeasesGetter
@@ -44,7 +44,7 @@ type Process struct {
 	answered atomic.Int64
 }
 
-// Run returns nil once ctx has ended, the controllers have drained and,
+// Run returns nil once ctx has ended, the controllers have stopped and,
 // under leader election, the lease is released. It returns an error when the
 // controllers stop although nothing told them to, or fail while stopping:
 // the process cannot do its work then, and a restart is the retry.
@@ -71,15 +71,15 @@ func (p *Process) Run(ctx context.Context) error {
 }
 
 // campaign stands by until it holds the lease, then runs one term. It
-// returns at shutdown, or once a lost term's controllers have drained and
+// returns at shutdown, or once a lost term's controllers have stopped and
 // its elector has stopped, so that two terms never overlap.
 func (p *Process) campaign(ctx context.Context, lock resourcelock.Interface) error {
 	logger := klog.FromContext(ctx)
 	s := p.Settings
 	lease := s.LeaseNamespace + "/" + s.LeaseName
 
-	// The elector outlives ctx: it keeps renewing while the controllers
-	// drain at shutdown, so no standby takes over before they have stopped.
+	// The elector outlives ctx: it keeps renewing through the controllers'
+	// shutdown grace, so no standby takes over before they have stopped.
 	electorCtx, stopElector := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElector()
 	terms := make(chan context.Context, 1)
@@ -90,7 +90,8 @@ func (p *Process) campaign(ctx context.Context, lock resourcelock.Interface) err
 		RenewDeadline: s.RenewDeadline(),
 		RetryPeriod:   s.RetryPeriod(),
 		// client-go would release the lease as soon as a renewal fails,
-		// while the controllers are still draining; release does it after.
+		// while the controllers' syncs are still in flight; release does it
+		// after.
 		ReleaseOnCancel: false,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(termCtx context.Context) { terms <- termCtx },

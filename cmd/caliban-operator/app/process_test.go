@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 const (
@@ -40,8 +40,8 @@ const (
 // electionSettings are short lease timings: a 3 s lease, renewed every
 // 0.5 s, lost after 2 s without a renewal. The 2 s leave a loaded machine
 // room before a renewal misses by accident.
-func electionSettings(identity string) builders.ProcessSettings {
-	s := builders.DefaultProcessSettings()
+func electionSettings(identity string) config.ProcessSettings {
+	s := config.DefaultProcessSettings()
 	s.LeaseNamespace = leaseNamespace
 	s.LeaseName = leaseName
 	s.LeaseDuration = 3 * time.Second
@@ -67,15 +67,15 @@ func (w *writers) enter() {
 func (w *writers) leave() { w.now.Add(-1) }
 
 // fakeControllers stand for one replica's controllers. Run blocks until its
-// ctx ends, as the real ones do, then calls drain, and reports each term's
-// start and end on the channels.
+// ctx ends, as the real ones do, then spends its shutdown grace in
+// shutdownGrace, and reports each term's start and end on the channels.
 type fakeControllers struct {
 	writers *writers
 	// failFirst, when set, is what the first term's Run returns at once,
 	// without being told to stop.
-	failFirst error
-	drain     func(term int)
-	running   atomic.Bool
+	failFirst     error
+	shutdownGrace func(term int)
+	running       atomic.Bool
 
 	started, stopped chan int
 	mu               sync.Mutex
@@ -102,8 +102,8 @@ func (f *fakeControllers) Run(ctx context.Context) error {
 		return f.failFirst
 	}
 	<-ctx.Done()
-	if f.drain != nil {
-		f.drain(term)
+	if f.shutdownGrace != nil {
+		f.shutdownGrace(term)
 	}
 	return nil
 }
@@ -269,18 +269,18 @@ func readyz(p *Process) int {
 	return rec.Code
 }
 
-func TestLeaderRunsOneTermUntilShutdownAndReleasesTheLeaseOnlyAfterTheDrain(t *testing.T) {
+func TestLeaderRunsOneTermUntilShutdownAndReleasesTheLeaseOnlyAfterTheShutdownGrace(t *testing.T) {
 	t.Parallel()
 	api := newLeaseAPI()
 	w := &writers{}
 	f := newFakeControllers(w)
 	s := electionSettings("replica-a")
-	var holderWhenDrained string
-	var drainErr error
-	f.drain = func(int) {
-		// Long enough for a release racing the drain to have landed.
+	var holderInGrace string
+	var graceErr error
+	f.shutdownGrace = func(int) {
+		// Long enough for a release racing the shutdown grace to have landed.
 		time.Sleep(2 * s.RetryPeriod())
-		holderWhenDrained, drainErr = api.holder()
+		holderInGrace, graceErr = api.holder()
 	}
 	p := &Process{Settings: s, Leases: api.client.CoordinationV1(), Controllers: f}
 	cancel, done := start(t, p)
@@ -299,16 +299,16 @@ func TestLeaderRunsOneTermUntilShutdownAndReleasesTheLeaseOnlyAfterTheDrain(t *t
 
 	cancel()
 	err := waitFor(t, done, "Process.Run to return after the signal")
-	if drainErr != nil {
-		t.Fatalf("reading the Lease during the drain: %v", drainErr)
+	if graceErr != nil {
+		t.Fatalf("reading the Lease during the shutdown grace: %v", graceErr)
 	}
 	type outcome struct {
-		Err               error
-		Terms             int
-		HolderWhenDrained string
-		HolderAfterExit   string
+		Err             error
+		Terms           int
+		HolderInGrace   string
+		HolderAfterExit string
 	}
-	got := outcome{err, f.termCount(), holderWhenDrained, api.mustHolder(t)}
+	got := outcome{err, f.termCount(), holderInGrace, api.mustHolder(t)}
 	want := outcome{nil, 1, "replica-a", ""}
 	if diff := cmp.Diff(want, got, cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("shutdown while leading (-want +got):\n%s", diff)
@@ -381,23 +381,23 @@ func TestLosingTheLeaseEndsTheTermAndTheProcessCampaignsAgain(t *testing.T) {
 }
 
 // A leader that could not renew may still reach the API when its
-// controllers begin to drain; it must neither release the lease nor win it
-// again before they have stopped.
-func TestALostLeaseIsNeitherReleasedNorWonAgainDuringTheDrain(t *testing.T) {
+// controllers' shutdown grace begins; it must neither release the lease nor
+// win it again before they have stopped.
+func TestALostLeaseIsNeitherReleasedNorWonAgainDuringTheShutdownGrace(t *testing.T) {
 	t.Parallel()
 	api := newLeaseAPI()
 	w := &writers{}
 	f := newFakeControllers(w)
 	s := electionSettings("replica-a")
-	var holderWhenDraining string
-	var drainErr error
-	f.drain = func(term int) {
+	var holderInGrace string
+	var graceErr error
+	f.shutdownGrace = func(term int) {
 		if term != 0 {
 			return
 		}
-		holderWhenDraining, drainErr = api.holder()
+		holderInGrace, graceErr = api.holder()
 		api.refuseRenewals.Store(false)
-		// Long enough for a campaign racing the drain to have won.
+		// Long enough for a campaign racing the shutdown grace to have won.
 		time.Sleep(4 * s.RetryPeriod())
 	}
 	p := &Process{Settings: s, Leases: api.client.CoordinationV1(), Controllers: f}
@@ -409,35 +409,35 @@ func TestALostLeaseIsNeitherReleasedNorWonAgainDuringTheDrain(t *testing.T) {
 	term := waitFor(t, f.started, "a second term once renewals succeed again")
 	cancel()
 	err := waitFor(t, done, "Process.Run to return after the signal")
-	if drainErr != nil {
-		t.Fatalf("reading the Lease during the drain: %v", drainErr)
+	if graceErr != nil {
+		t.Fatalf("reading the Lease during the shutdown grace: %v", graceErr)
 	}
 
 	type outcome struct {
-		HolderWhenDraining string
-		SecondTerm         int
-		Overlapped         bool
-		Err                error
-		HolderAfterExit    string
+		HolderInGrace   string
+		SecondTerm      int
+		Overlapped      bool
+		Err             error
+		HolderAfterExit string
 	}
-	got := outcome{holderWhenDraining, term, w.overlapped.Load(), err, api.mustHolder(t)}
+	got := outcome{holderInGrace, term, w.overlapped.Load(), err, api.mustHolder(t)}
 	want := outcome{"replica-a", 1, false, nil, ""}
 	if diff := cmp.Diff(want, got, cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
 
-func TestStandbyTakesOverOnlyAfterTheLeaderHasDrained(t *testing.T) {
+func TestStandbyTakesOverOnlyAfterTheLeadersShutdownGrace(t *testing.T) {
 	t.Parallel()
 	api := newLeaseAPI()
 	w := &writers{}
 	leader, standby := newFakeControllers(w), newFakeControllers(w)
 	sa := electionSettings("replica-a")
-	var holderWhenDrained string
-	var drainErr error
-	leader.drain = func(int) {
+	var holderInGrace string
+	var graceErr error
+	leader.shutdownGrace = func(int) {
 		time.Sleep(2 * sa.RetryPeriod())
-		holderWhenDrained, drainErr = api.holder()
+		holderInGrace, graceErr = api.holder()
 	}
 	a := &Process{Settings: sa, Leases: api.client.CoordinationV1(), Controllers: leader}
 	cancelA, doneA := start(t, a)
@@ -454,18 +454,18 @@ func TestStandbyTakesOverOnlyAfterTheLeaderHasDrained(t *testing.T) {
 	holderAfterHandover := api.mustHolder(t)
 	cancelB()
 	errB := waitFor(t, doneB, "replica-b to return after the signal")
-	if drainErr != nil {
-		t.Fatalf("reading the Lease during the drain: %v", drainErr)
+	if graceErr != nil {
+		t.Fatalf("reading the Lease during the shutdown grace: %v", graceErr)
 	}
 
 	type outcome struct {
 		ErrA, ErrB          error
-		HolderWhenDrained   string
+		HolderInGrace       string
 		HolderAfterHandover string
 		Overlapped          bool
 		TermsA, TermsB      int
 	}
-	got := outcome{errA, errB, holderWhenDrained, holderAfterHandover, w.overlapped.Load(), leader.termCount(), standby.termCount()}
+	got := outcome{errA, errB, holderInGrace, holderAfterHandover, w.overlapped.Load(), leader.termCount(), standby.termCount()}
 	want := outcome{nil, nil, "replica-a", "replica-b", false, 1, 1}
 	if diff := cmp.Diff(want, got, cmpopts.EquateErrors()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

@@ -11,6 +11,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // Kind is a kind of child of a task.
@@ -36,7 +37,7 @@ func (k Kind) keepsRendering() bool { return k != ServiceAccount }
 // Tracker keeps the children's caches as views and answers whether a child
 // holds what its task wants. One per leadership term, like the caches.
 type Tracker struct {
-	settings builders.AgentSettings
+	settings config.AgentSettings
 	// fingerprint names how settings render children
 	// (builders.RenderingFingerprint).
 	fingerprint string
@@ -52,7 +53,7 @@ type Tracker struct {
 
 // New is a Tracker rendering under settings; owner finds the task that
 // controls a child (nil for none).
-func New(settings builders.AgentSettings, owner func(child metav1.Object) *calibanv1alpha1.CalibanTask) (*Tracker, error) {
+func New(settings config.AgentSettings, owner func(child metav1.Object) *calibanv1alpha1.CalibanTask) (*Tracker, error) {
 	fingerprint, err := builders.RenderingFingerprint(settings)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // pinnedTask is a task as the task cache holds it once pinned.
@@ -34,7 +34,7 @@ func pinnedTask(mods ...func(*calibanv1alpha1.CalibanTask)) *calibanv1alpha1.Cal
 // controlled by task (none when task is nil).
 func trackerOf(t *testing.T, task *calibanv1alpha1.CalibanTask) *Tracker {
 	t.Helper()
-	tr, err := New(builders.DefaultAgentSettings(), func(metav1.Object) *calibanv1alpha1.CalibanTask { return task })
+	tr, err := New(config.DefaultAgentSettings(), func(metav1.Object) *calibanv1alpha1.CalibanTask { return task })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,6 +25,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 	"github.com/caliban-ai/caliban-operator/pkg/operator"
@@ -48,7 +49,7 @@ import (
 
 type floorClient struct {
 	namespace string
-	settings  builders.AgentSettings
+	settings  config.AgentSettings
 	kube      kubernetes.Interface
 	tasksREST rest.Interface
 	sandboxes rest.Interface
@@ -91,7 +92,7 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 		return err
 	}
 	f := &floorClient{
-		namespace: namespace, settings: builders.DefaultAgentSettings(),
+		namespace: namespace, settings: config.DefaultAgentSettings(),
 		kube: kube, tasksREST: cal.CalibanV1alpha1().RESTClient(), sandboxes: sandboxes,
 		work: make(chan string, 1024), errs: make(chan error, 1),
 	}
@@ -162,7 +163,7 @@ func RunFloor(ctx context.Context, kubeconfig, namespace string, ready io.Writer
 
 	// As many pins in flight as the operator's default workers.
 	var wg sync.WaitGroup
-	for range builders.DefaultProcessSettings().Workers {
+	for range config.DefaultProcessSettings().Workers {
 		wg.Go(func() {
 			for {
 				select {

@@ -23,8 +23,8 @@ import (
 // reading sysconf(_SC_CLK_TCK) would need cgo.
 const clockTicks = 100
 
-// stopTimeout is how long a SIGTERMed operator may take to drain and
-// release its lease before it is killed.
+// stopTimeout is how long a SIGTERMed operator may take to let its syncs in
+// flight finish and release its lease before it is killed.
 const stopTimeout = 30 * time.Second
 
 // operatorProcess is one run of the caliban-operator binary, configured as

@@ -23,6 +23,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
@@ -117,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		// One volume per task, of the size the operator's claims ask for
 		// by default, so that binding waits for the controller-manager and
 		// never for a missing volume.
-		storage := builders.DefaultAgentSettings().WorkspaceStorage
+		storage := config.DefaultAgentSettings().WorkspaceStorage
 		size := storage.String()
 		if err := b.cluster.ProvideVolumes(ctx, "bench", cfg.N, size); err != nil {
 			return nil, err

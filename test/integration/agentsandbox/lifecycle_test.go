@@ -11,6 +11,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -171,7 +172,7 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 	}
 
 	const newImage = "ghcr.io/caliban-ai/caliban:v2"
-	second := startOperator(t, "after", ns, builders.EnvWorkspaceStorage+"=20Gi", builders.EnvCalibandImage+"="+newImage)
+	second := startOperator(t, "after", ns, config.EnvWorkspaceStorage+"=20Gi", config.EnvCalibandImage+"="+newImage)
 	framework.Eventually(t, time.Minute, func() error {
 		code, body, err := second.Readyz()
 		if err != nil || code != 200 {

@@ -22,6 +22,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -261,8 +262,8 @@ func TestTheRenderedPodPassesPodSecurityRestricted(t *testing.T) {
 			s := test.scenario.settings
 			if test.seccomp != "" {
 				var err error
-				s, err = builders.ParseAgentSettings(func(k string) (string, bool) {
-					if k == builders.EnvAgentSeccompProfile {
+				s, err = config.ParseAgentSettings(func(k string) (string, bool) {
+					if k == config.EnvAgentSeccompProfile {
 						return test.seccomp, true
 					}
 					return "", false

@@ -9,6 +9,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // fieldManager is the operator's: these tests apply what the operator
@@ -21,7 +22,7 @@ const fieldManager = builders.FieldManager
 type scenario struct {
 	task     calibanv1alpha1.CalibanTaskSpec
 	pin      *calibanv1alpha1.ResolvedWorkspace
-	settings builders.AgentSettings
+	settings config.AgentSettings
 }
 
 // minimalScenario: default settings, one provider, one source.
@@ -38,7 +39,7 @@ func minimalScenario() scenario {
 				CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: "anthropic-key", Key: "api-key"},
 			},
 		},
-		settings: builders.DefaultAgentSettings(),
+		settings: config.DefaultAgentSettings(),
 	}
 }
 
@@ -88,14 +89,14 @@ func everyFeatureScenario(runtimeClass string) scenario {
 				ParallelToolLimit:       new(int32(4)),
 			},
 		},
-		settings: builders.DefaultAgentSettings(),
+		settings: config.DefaultAgentSettings(),
 	}
 	if runtimeClass != "" {
 		s.task.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: runtimeClass}
 		s.pin.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: "not-" + runtimeClass}
 	}
 	// Limits too, so every resources field reaches the server.
-	s.settings.CalibandResources.Limits = builders.DefaultAgentSettings().CalibandResources.Requests.DeepCopy()
+	s.settings.CalibandResources.Limits = config.DefaultAgentSettings().CalibandResources.Requests.DeepCopy()
 	return s
 }
 

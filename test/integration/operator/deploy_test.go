@@ -22,6 +22,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -417,7 +418,7 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 	for _, e := range c.Env {
 		env[e.Name] = e
 	}
-	for _, name := range []string{builders.EnvPodName, builders.EnvControllerPodName} {
+	for _, name := range []string{config.EnvPodName, config.EnvControllerPodName} {
 		if e, ok := env[name]; !ok || e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "metadata.name" {
 			t.Errorf("%s is not wired from the downward API: %+v", name, e)
 		}
@@ -429,12 +430,12 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 	// Deployment, so that a cluster operator edits a value rather than
 	// discovers a name.
 	read := map[string]bool{}
-	_, _ = builders.ParseSettings(func(name string) (string, bool) { read[name] = true; return "", false }, operatorNamespace)
+	_, _ = config.Parse(func(name string) (string, bool) { read[name] = true; return "", false }, operatorNamespace)
 	if len(read) < 30 {
 		t.Fatalf("the settings parser reads only %d variables", len(read))
 	}
 	for name := range read {
-		if name == builders.EnvHostname || name == builders.EnvCalibandCPULimit || name == builders.EnvCalibandMemoryLimit {
+		if name == config.EnvHostname || name == config.EnvCalibandCPULimit || name == config.EnvCalibandMemoryLimit {
 			continue // HOSTNAME is the runtime's; limits are unset by default
 		}
 		if _, ok := env[name]; !ok {

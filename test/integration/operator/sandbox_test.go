@@ -11,6 +11,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
@@ -72,7 +73,7 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 		placeholder := &calibanv1alpha1.CalibanTask{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 		spec := workspaceSpec()
 		pin := builders.PinWorkspace(placeholder, &spec, spec.Providers[0])
-		u, err := builders.SandboxToUnstructured(builders.BuildSandbox(placeholder, pin, builders.DefaultAgentSettings()))
+		u, err := builders.SandboxToUnstructured(builders.BuildSandbox(placeholder, pin, config.DefaultAgentSettings()))
 		if err != nil {
 			t.Fatal(err)
 		}

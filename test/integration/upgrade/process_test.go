@@ -12,8 +12,8 @@ import (
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
-// stopTimeout bounds a SIGTERMed operator's drain; the process settings'
-// own bound is a few seconds.
+// stopTimeout bounds how long a SIGTERMed operator may take to stop; its own
+// shutdown grace is a few seconds.
 const stopTimeout = 30 * time.Second
 
 // drainTimeout is CALIBAN_DRAIN_TIMEOUT_SECONDS for both builds: long

@@ -109,9 +109,9 @@ func TestTheCurrentBuildTakesOverThePreviousReleasesTasksWithoutRecreatingOrRewr
 	}
 	watch := watchStates(t, ctx, ns, states)
 
-	// The upgrade: the old process drains and exits on SIGTERM, as a
-	// Deployment's old pod does, then the new build starts with the same
-	// settings and a token of its own.
+	// The upgrade: the old process lets its syncs in flight finish and exits
+	// on SIGTERM, as a Deployment's old pod does, then the new build starts
+	// with the same settings and a token of its own.
 	if err := old.Stop(stopTimeout); err != nil {
 		t.Errorf("stopping the previous release: %v", err)
 	}

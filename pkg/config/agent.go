@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"errors"
@@ -12,9 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// AgentSettings is the contract of the agent pods: what the renderers
-// (BuildSandbox, BuildNetworkPolicy, CalibandEnv, TaskStatus's endpoint) and
-// the Workspace validation read. Nothing about the operator process itself
+// AgentSettings is the contract of the agent pods: what the renderers in
+// pkg/builders (BuildSandbox, BuildNetworkPolicy, CalibandEnv, TaskStatus's
+// endpoint) and the Workspace validation read. Nothing about the operator process itself
 // belongs here.
 type AgentSettings struct {
 	CalibandImage string
@@ -78,8 +78,8 @@ func DefaultAgentSettings() AgentSettings {
 	}
 }
 
-// ParseAgentSettings reads the agent variables alone, with ParseSettings'
-// rules; on error the AgentSettings is the zero value.
+// ParseAgentSettings reads the agent variables alone, with Parse's rules;
+// on error the AgentSettings is the zero value.
 func ParseAgentSettings(lookup func(string) (string, bool)) (AgentSettings, error) {
 	p := newEnvParser(lookup)
 	s := p.agent()

@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"math"
@@ -13,11 +13,11 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// FuzzParseSettings sets up to three variables to arbitrary values. Whatever
-// they are, ParseSettings must not panic, must answer the same twice, and
-// must either refuse with problems that each name their variable, or return
-// Settings that keep every rule it promises.
-func FuzzParseSettings(f *testing.F) {
+// FuzzParse sets up to three variables to arbitrary values. Whatever they
+// are, Parse must not panic, must answer the same twice, and must either
+// refuse with problems that each name their variable, or return Settings
+// that keep every rule it promises.
+func FuzzParse(f *testing.F) {
 	index := func(name string) uint8 {
 		for i, n := range settingsNames {
 			if n == name {
@@ -54,8 +54,8 @@ func FuzzParseSettings(f *testing.F) {
 		}{{a, va}, {b, vb}, {c, vc}} {
 			env[settingsNames[int(kv.i)%len(settingsNames)]] = kv.v
 		}
-		got, err := ParseSettings(settingsEnv(env), podNamespace)
-		again, errAgain := ParseSettings(settingsEnv(env), podNamespace)
+		got, err := Parse(settingsEnv(env), podNamespace)
+		again, errAgain := Parse(settingsEnv(env), podNamespace)
 		if diff := cmp.Diff(got, again); diff != "" || (err == nil) != (errAgain == nil) ||
 			(err != nil && err.Error() != errAgain.Error()) {
 			t.Fatalf("env %q: two answers:\n%v\n%v\n%s", env, err, errAgain, diff)
@@ -89,8 +89,8 @@ func settingsLineNamesAVariable(line string) bool {
 	return false
 }
 
-// settingsProblems restates ParseSettings' promises about an accepted
-// Settings, independently of how it keeps them.
+// settingsProblems restates Parse's promises about an accepted Settings,
+// independently of how it keeps them.
 func settingsProblems(s Settings) []string {
 	var problems []string
 	check := func(ok bool, problem string) {

@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"errors"
@@ -64,9 +64,6 @@ const (
 	maxID = math.MaxInt32
 	// maxSeconds keeps a duration in seconds from overflowing time.Duration.
 	maxSeconds = math.MaxInt64 / int64(time.Second)
-	// defaultDrainTimeout bounds the drain at shutdown without leader
-	// election, where no other replica waits for this one to stop.
-	defaultDrainTimeout = 10 * time.Second
 )
 
 // Log formats accepted in CALIBAN_LOG_FORMAT.
@@ -79,26 +76,25 @@ const (
 // It has two parts that change for different reasons: AgentSettings is the
 // contract of the agent pods the operator renders (every renderer takes
 // only that part), ProcessSettings is how the operator process itself runs.
-// A Settings returned by ParseSettings without error satisfies every rule
-// ParseSettings checks; code that builds one by hand (tests) starts from
-// DefaultSettings.
+// A Settings returned by Parse without error satisfies every rule Parse
+// checks; code that builds one by hand (tests) starts from Default.
 type Settings struct {
 	AgentSettings
 	ProcessSettings
 }
 
-// DefaultSettings is the configuration of an empty environment inside a
-// cluster, except LeaseNamespace, which only ParseSettings can know.
-func DefaultSettings() Settings {
+// Default is the configuration of an empty environment inside a cluster,
+// except LeaseNamespace, which only Parse can know.
+func Default() Settings {
 	return Settings{AgentSettings: DefaultAgentSettings(), ProcessSettings: DefaultProcessSettings()}
 }
 
-// ParseSettings reads every variable of the operator's environment (the
-// table in docs/deploying.md#configuration) through lookup, which has
-// os.LookupEnv's shape (a nil lookup reads an empty environment): the agent
-// variables, then the process variables. podNamespace is the
-// service-account namespace the caller read from the pod's filesystem, ""
-// outside a cluster (see ParseProcessSettings).
+// Parse reads every variable of the operator's environment (the table in
+// docs/deploying.md#configuration) through lookup, which has os.LookupEnv's
+// shape (a nil lookup reads an empty environment): the agent variables, then
+// the process variables. podNamespace is the service-account namespace the
+// caller read from the pod's filesystem, "" outside a cluster (see
+// ParseProcessSettings).
 //
 // Values are trimmed. An unset variable takes its default. A variable set to
 // a blank value is an error, except where blank has a meaning of its own:
@@ -114,7 +110,7 @@ func DefaultSettings() Settings {
 // at fault, except the empty-window error kept verbatim from the original
 // operator, which names both window variables. On error the Settings is the
 // zero value.
-func ParseSettings(lookup func(string) (string, bool), podNamespace string) (Settings, error) {
+func Parse(lookup func(string) (string, bool), podNamespace string) (Settings, error) {
 	p := newEnvParser(lookup)
 	s := Settings{AgentSettings: p.agent(), ProcessSettings: p.process(podNamespace)}
 	if len(p.errs) > 0 {

@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"errors"
@@ -60,6 +60,11 @@ const NoClientRateLimit = -1
 // DefaultTaskDrainTimeout is CALIBAN_DRAIN_TIMEOUT_SECONDS's default.
 const DefaultTaskDrainTimeout = 600 * time.Second
 
+// DefaultShutdownGrace is the shutdown grace where no lease sets one:
+// without leader election no other replica waits for this one to stop, so
+// it only keeps a stuck sync from holding the exit up.
+const DefaultShutdownGrace = 10 * time.Second
+
 // DefaultProcessSettings is the process configuration of an empty
 // environment, except LeaseNamespace, which only ParseProcessSettings can
 // know.
@@ -83,8 +88,8 @@ func DefaultProcessSettings() ProcessSettings {
 
 // RenewDeadline is how long a leader keeps trying to renew before it gives
 // the lease up: the lease duration less the grace, so that a leader that
-// lost the lease stops (and drains, see DrainTimeout) before a standby can
-// take the lease over.
+// lost the lease stops (within its shutdown grace, see ShutdownGrace) before
+// a standby can take the lease over.
 func (s ProcessSettings) RenewDeadline() time.Duration { return s.LeaseDuration - s.LeaseGrace }
 
 // RetryPeriod is how often a candidate tries the lease and a leader renews
@@ -97,24 +102,24 @@ func (s ProcessSettings) RetryPeriod() time.Duration {
 	return min(s.LeaseGrace, s.RenewDeadline()) / 2
 }
 
-// DrainTimeout bounds how long the syncs in flight may run once the
+// ShutdownGrace bounds how long the syncs in flight may run once the
 // controllers stop. Under leader election a leader notices a lost lease at
 // the latest a retry period plus the renew deadline after its last renewal,
-// and a standby may take over a lease duration after it: the drain gets
-// what lies between, the grace less a retry period, so two writers never
-// overlap.
-func (s ProcessSettings) DrainTimeout() time.Duration {
+// and a standby may take over a lease duration after it: the shutdown grace
+// is what lies between, the lease grace less a retry period, so two writers
+// never overlap.
+func (s ProcessSettings) ShutdownGrace() time.Duration {
 	if s.LeaderElection {
 		return s.LeaseGrace - s.RetryPeriod()
 	}
-	return defaultDrainTimeout
+	return DefaultShutdownGrace
 }
 
-// ParseProcessSettings reads the process variables alone, with
-// ParseSettings' rules. podNamespace is the service-account namespace the
-// caller read from the pod's filesystem, "" outside a cluster; it is the
-// lease namespace unless CALIBAN_LEASE_NAMESPACE says otherwise, and is then
-// held to the same rule. On error the ProcessSettings is the zero value.
+// ParseProcessSettings reads the process variables alone, with Parse's
+// rules. podNamespace is the service-account namespace the caller read from
+// the pod's filesystem, "" outside a cluster; it is the lease namespace
+// unless CALIBAN_LEASE_NAMESPACE says otherwise, and is then held to the same
+// rule. On error the ProcessSettings is the zero value.
 func ParseProcessSettings(lookup func(string) (string, bool), podNamespace string) (ProcessSettings, error) {
 	p := newEnvParser(lookup)
 	s := p.process(podNamespace)

@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"context"
@@ -64,10 +64,10 @@ func TestLeaseSettingsThatPassStartUpBuildAnElector(t *testing.T) {
 				pair[0], pair[1], s.RenewDeadline(), s.RetryPeriod(), err)
 		}
 		// A deposed leader stops at the latest retry + renew deadline after
-		// its last renewal, and must have drained before a standby may take
-		// over, a lease duration after it.
-		if d := s.DrainTimeout(); d <= 0 || s.RetryPeriod()+s.RenewDeadline()+d > s.LeaseDuration {
-			t.Errorf("duration %d, grace %d: drain %s is not positive or overlaps the next leader", pair[0], pair[1], d)
+		// its last renewal, and its shutdown grace must have ended before a
+		// standby may take over, a lease duration after it.
+		if d := s.ShutdownGrace(); d <= 0 || s.RetryPeriod()+s.RenewDeadline()+d > s.LeaseDuration {
+			t.Errorf("duration %d, grace %d: shutdown grace %s is not positive or overlaps the next leader", pair[0], pair[1], d)
 		}
 	}
 	if accepted < 7000 {
@@ -77,35 +77,35 @@ func TestLeaseSettingsThatPassStartUpBuildAnElector(t *testing.T) {
 
 func TestProcessSettingsDerivedDurations(t *testing.T) {
 	tests := map[string]struct {
-		duration, grace     time.Duration
-		election            bool
-		renew, retry, drain time.Duration
+		duration, grace             time.Duration
+		election                    bool
+		renew, retry, shutdownGrace time.Duration
 	}{
-		"the defaults renew for 10 s, retry every 2.5 s and drain for the grace less a retry": {
+		"the defaults renew for 10 s, retry every 2.5 s and give a shutdown grace of the lease grace less a retry": {
 			duration: 15 * time.Second, grace: 5 * time.Second, election: true,
-			renew: 10 * time.Second, retry: 2500 * time.Millisecond, drain: 2500 * time.Millisecond,
+			renew: 10 * time.Second, retry: 2500 * time.Millisecond, shutdownGrace: 2500 * time.Millisecond,
 		},
 		"a grace longer than the renew deadline retries within the deadline": {
 			duration: 15 * time.Second, grace: 10 * time.Second, election: true,
-			renew: 5 * time.Second, retry: 2500 * time.Millisecond, drain: 7500 * time.Millisecond,
+			renew: 5 * time.Second, retry: 2500 * time.Millisecond, shutdownGrace: 7500 * time.Millisecond,
 		},
-		"the shortest lease still retries and drains": {
+		"the shortest lease still retries and has a shutdown grace": {
 			duration: 2 * time.Second, grace: time.Second, election: true,
-			renew: time.Second, retry: 500 * time.Millisecond, drain: 500 * time.Millisecond,
+			renew: time.Second, retry: 500 * time.Millisecond, shutdownGrace: 500 * time.Millisecond,
 		},
-		"without leader election the drain has its own bound": {
+		"without leader election the shutdown grace has its own bound": {
 			duration: 15 * time.Second, grace: 5 * time.Second, election: false,
-			renew: 10 * time.Second, retry: 2500 * time.Millisecond, drain: 10 * time.Second,
+			renew: 10 * time.Second, retry: 2500 * time.Millisecond, shutdownGrace: 10 * time.Second,
 		},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
 			s := DefaultProcessSettings()
 			s.LeaseDuration, s.LeaseGrace, s.LeaderElection = test.duration, test.grace, test.election
-			got := [3]time.Duration{s.RenewDeadline(), s.RetryPeriod(), s.DrainTimeout()}
-			want := [3]time.Duration{test.renew, test.retry, test.drain}
+			got := [3]time.Duration{s.RenewDeadline(), s.RetryPeriod(), s.ShutdownGrace()}
+			want := [3]time.Duration{test.renew, test.retry, test.shutdownGrace}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("renew, retry, drain (-want +got):\n%s", diff)
+				t.Errorf("renew, retry, shutdown grace (-want +got):\n%s", diff)
 			}
 		})
 	}
@@ -141,7 +141,7 @@ func TestSettingsHalvesReadDisjointVariables(t *testing.T) {
 		}
 	}
 	if len(agent)+len(process) != len(settingsNames) {
-		t.Errorf("the halves read %d + %d variables; ParseSettings reads %d", len(agent), len(process), len(settingsNames))
+		t.Errorf("the halves read %d + %d variables; Parse reads %d", len(agent), len(process), len(settingsNames))
 	}
 }
 

@@ -1,4 +1,4 @@
-package builders
+package config
 
 import (
 	"slices"
@@ -58,7 +58,7 @@ func settingsMatchLines(want, got []string) []string {
 	return out
 }
 
-func TestDefaultSettings(t *testing.T) {
+func TestDefault(t *testing.T) {
 	want := Settings{
 		AgentSettings: AgentSettings{
 			CalibandImage:      "ghcr.io/caliban-ai/caliban:latest",
@@ -97,31 +97,31 @@ func TestDefaultSettings(t *testing.T) {
 			TaskDrainTimeout:   600 * time.Second,
 		},
 	}
-	t.Run("DefaultSettings matches the Default columns of the configuration tables", func(t *testing.T) {
-		if diff := cmp.Diff(want, DefaultSettings()); diff != "" {
-			t.Errorf("DefaultSettings() (-want +got):\n%s", diff)
+	t.Run("Default() matches the Default columns of the configuration tables", func(t *testing.T) {
+		if diff := cmp.Diff(want, Default()); diff != "" {
+			t.Errorf("Default() (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("an empty environment in a cluster gives the defaults and the pod's namespace for the lease", func(t *testing.T) {
-		got, err := ParseSettings(settingsEnv(nil), settingsPodNamespace)
+		got, err := Parse(settingsEnv(nil), settingsPodNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := want
 		want.LeaseNamespace = settingsPodNamespace
 		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("ParseSettings (-want +got):\n%s", diff)
+			t.Errorf("Parse (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("the defaults keep every rule the fuzzer checks", func(t *testing.T) {
-		s := DefaultSettings()
+		s := Default()
 		s.LeaseNamespace = settingsPodNamespace
 		if problems := settingsProblems(s); len(problems) > 0 {
 			t.Errorf("problems: %v", problems)
 		}
 	})
 	t.Run("a nil lookup reads an empty environment", func(t *testing.T) {
-		got, err := ParseSettings(nil, settingsPodNamespace)
+		got, err := Parse(nil, settingsPodNamespace)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,17 +130,17 @@ func TestDefaultSettings(t *testing.T) {
 		}
 	})
 	t.Run("defaults are not shared between calls", func(t *testing.T) {
-		a := DefaultSettings()
+		a := Default()
 		a.CalibandResources.Requests[corev1.ResourceCPU] = resource.MustParse("9")
-		if diff := cmp.Diff(want, DefaultSettings()); diff != "" {
+		if diff := cmp.Diff(want, Default()); diff != "" {
 			t.Errorf("a caller's change leaked into the defaults (-want +got):\n%s", diff)
 		}
 	})
 }
 
-func TestParseSettingsReadsEveryVariable(t *testing.T) {
+func TestParseReadsEveryVariable(t *testing.T) {
 	read := map[string]bool{}
-	_, _ = ParseSettings(func(name string) (string, bool) {
+	_, _ = Parse(func(name string) (string, bool) {
 		read[name] = true
 		return "", false
 	}, settingsPodNamespace)
@@ -155,7 +155,7 @@ func TestParseSettingsReadsEveryVariable(t *testing.T) {
 	}
 }
 
-func TestParseSettings(t *testing.T) {
+func TestParse(t *testing.T) {
 	tests := map[string]struct {
 		// inputs
 		env          map[string]string
@@ -413,22 +413,22 @@ func TestParseSettings(t *testing.T) {
 			case "-":
 				podNamespace = ""
 			}
-			want := DefaultSettings()
+			want := Default()
 			want.LeaseNamespace = settingsPodNamespace
 			test.want(&want)
 
-			got, err := ParseSettings(settingsEnv(test.env), podNamespace)
+			got, err := Parse(settingsEnv(test.env), podNamespace)
 			if err != nil {
 				t.Fatalf("unexpected error:\n%v", err)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("ParseSettings (-want +got):\n%s", diff)
+				t.Errorf("Parse (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
-func TestParseSettingsRefuses(t *testing.T) {
+func TestParseRefuses(t *testing.T) {
 	tests := map[string]struct {
 		// inputs
 		env          map[string]string
@@ -794,7 +794,7 @@ func TestParseSettingsRefuses(t *testing.T) {
 			case "-":
 				podNamespace = ""
 			}
-			got, err := ParseSettings(settingsEnv(test.env), podNamespace)
+			got, err := Parse(settingsEnv(test.env), podNamespace)
 			if err == nil {
 				t.Fatalf("no error; settings %+v", got)
 			}
