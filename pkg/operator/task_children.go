@@ -25,41 +25,36 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return nil, false, err
 	}
 	ns := task.Namespace
-	if name := builders.ServiceAccountName(task.Name); c.children.Stale(freshness.ServiceAccount, c.children.View(freshness.ServiceAccount, ns, name), want) {
-		err := c.applyChild(ctx, freshness.ServiceAccount, name, want, func(d *freshness.Desired) error {
-			_, err := apply(ctx, c.kube.CoreV1().ServiceAccounts(ns), name, d.ServiceAccount)
+	for _, child := range []struct {
+		kind  freshness.Kind
+		name  string
+		write func(*freshness.Desired) error
+	}{
+		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *freshness.Desired) error {
+			_, err := apply(ctx, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
 			return err
-		})
+		}},
+		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *freshness.Desired) error {
+			_, err := apply(ctx, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
+			return err
+		}},
+	} {
+		if !c.children.Stale(child.kind, c.children.View(child.kind, ns, child.name), want) {
+			continue
+		}
+		d, err := want.Render()
 		if err != nil {
 			return nil, false, err
 		}
-	}
-	if name := builders.NetworkPolicyName(task.Name); c.children.Stale(freshness.NetworkPolicy, c.children.View(freshness.NetworkPolicy, ns, name), want) {
-		err := c.applyChild(ctx, freshness.NetworkPolicy, name, want, func(d *freshness.Desired) error {
-			_, err := apply(ctx, c.kube.NetworkingV1().NetworkPolicies(ns), name, d.NetworkPolicy)
-			return err
-		})
-		if err != nil {
-			return nil, false, err
+		klog.FromContext(ctx).V(4).Info("Applying "+child.kind.String(), "name", child.name)
+		if err := child.write(d); err != nil {
+			return nil, false, fmt.Errorf("applying %s %s: %w", child.kind, child.name, err)
 		}
 	}
 	if !c.sandboxAPI.Served() {
 		return nil, true, nil
 	}
 	return c.applySandbox(ctx, task, want, mode)
-}
-
-// applyChild renders what w wants and writes one child of it.
-func (c *TaskController) applyChild(ctx context.Context, kind freshness.Kind, name string, w *freshness.Want, write func(*freshness.Desired) error) error {
-	d, err := w.Render()
-	if err != nil {
-		return err
-	}
-	klog.FromContext(ctx).V(4).Info("Applying "+kind.String(), "name", name)
-	if err := write(d); err != nil {
-		return fmt.Errorf("applying %s %s: %w", kind, name, err)
-	}
-	return nil
 }
 
 // applySandbox applies the task's Sandbox when it is missing, does not hold
