@@ -44,11 +44,3 @@ func appliedHash(desired any) (string, error) {
 func upToDate(live metav1.Object, desired any, hash string) bool {
 	return live.GetAnnotations()[AnnotationAppliedHash] == hash && holds(live, desired)
 }
-
-func withHash(ann map[string]string, hash string) map[string]string {
-	if ann == nil {
-		ann = map[string]string{}
-	}
-	ann[AnnotationAppliedHash] = hash
-	return ann
-}

@@ -198,10 +198,7 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	sa, np := f.servedChildren(tk)
-	sb, err := builders.SandboxFromUnstructured(f.lastSandboxApply())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := watchedSandbox(t, f.lastSandboxApply())
 
 	restarted.hashes.byTask = nil // a new term: an empty memo
 	for _, child := range []any{sa, np, sb} {

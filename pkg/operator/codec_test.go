@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
@@ -140,8 +141,12 @@ func BenchmarkSandboxWatchEvent(b *testing.B) {
 	tk := task()
 	ws := workspace()
 	provider, _ := builders.ResolveProvider(&ws.Spec, "")
-	sb, err := builders.SandboxToUnstructured(builders.BuildSandbox(tk, builders.PinWorkspace(tk, &ws.Spec, provider), builders.DefaultAgentSettings()))
+	body, err := json.Marshal(builders.BuildSandbox(tk, builders.PinWorkspace(tk, &ws.Spec, provider), builders.DefaultAgentSettings()))
 	if err != nil {
+		b.Fatal(err)
+	}
+	sb := &unstructured.Unstructured{}
+	if err := sb.UnmarshalJSON(body); err != nil {
 		b.Fatal(err)
 	}
 	sb.SetResourceVersion("12345")

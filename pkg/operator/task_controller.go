@@ -21,6 +21,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
@@ -569,7 +570,7 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	if current != nil && (current.Holds == hashes.sandbox || kept) && liveMode(current.OperatingMode) == mode {
 		return current.sandbox(), false, nil
 	}
-	var desired *sandboxv1beta1.Sandbox
+	var desired *sandboxac.SandboxApplyConfiguration
 	if current != nil {
 		// What agent-sandbox keeps immutable (volumeClaimTemplates) comes
 		// from the Sandbox as it is, and so does everything else of a kept
@@ -592,14 +593,14 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		}
 		desired = d.sandbox
 	}
-	desired.Spec.OperatingMode = mode
-	logger.V(4).Info("Applying Sandbox", "name", desired.Name, "kept", kept)
+	desired.Spec.WithOperatingMode(mode)
+	logger.V(4).Info("Applying Sandbox", "name", *desired.Name, "kept", kept)
 	err = c.applySandbox(ctx, desired)
 	if apierrors.IsNotFound(err) {
 		return nil, true, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.Name, err)
+		return nil, false, fmt.Errorf("applying Sandbox %s: %w", *desired.Name, err)
 	}
 	// The apply changed the spec, never the status agent-sandbox writes:
 	// the task reads the status it had (none for a new Sandbox) with the
@@ -607,8 +608,10 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	// comes next.
 	var applied *sandboxv1beta1.Sandbox
 	if current == nil {
-		applied = &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}
-		applied.Spec.PodTemplate.Spec.Containers = desired.Spec.PodTemplate.Spec.Containers
+		// A new Sandbox is the rendering under c.settings, so caliband
+		// listens on the settings' port.
+		applied = (&childView{ObjectMeta: metav1.ObjectMeta{Name: *desired.Name, Namespace: *desired.Namespace},
+			CalibandPort: c.settings.CalibandPort}).sandbox()
 	} else {
 		applied = current.sandbox()
 	}
@@ -623,15 +626,20 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 // one gets its own spec back: the apply then changes nothing but what the
 // caller sets (the operatingMode), and claims nothing the operator did not
 // own, its labels and annotations being the operator's own keys.
-func (c *TaskController) overLive(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, live *sandboxv1beta1.Sandbox, render func() (*desiredChildren, error)) (*sandboxv1beta1.Sandbox, error) {
+func (c *TaskController) overLive(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, live *sandboxv1beta1.Sandbox, render func() (*desiredChildren, error)) (*sandboxac.SandboxApplyConfiguration, error) {
+	liveSpec, err := builders.SandboxSpecApply(&live.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding Sandbox %s/%s: %w", live.Namespace, live.Name, err)
+	}
 	if c.renderedBy(live) == c.fingerprint {
 		d, err := render()
 		if err != nil {
 			return nil, err
 		}
-		desired := d.sandbox.DeepCopy()
-		desired.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
-		return desired, nil
+		desired, spec := *d.sandbox, *d.sandbox.Spec
+		spec.VolumeClaimTemplates = liveSpec.VolumeClaimTemplates
+		desired.Spec = &spec
+		return &desired, nil
 	}
 	kept := builders.BuildSandbox(task, pin, c.settings)
 	kept.Annotations = map[string]string{}
@@ -640,7 +648,7 @@ func (c *TaskController) overLive(task *calibanv1alpha1.CalibanTask, pin *caliba
 			kept.Annotations[key] = v
 		}
 	}
-	kept.Spec = *live.Spec.DeepCopy()
+	kept.Spec = liveSpec
 	return kept, nil
 }
 

@@ -17,6 +17,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 )
 
 // childView is what the caches keep of a task's ServiceAccount,
@@ -144,10 +145,9 @@ func (c *TaskController) viewOf(obj any) (any, error) {
 			// hash is taken once per version of the task.
 			if want, hash, err := desiredSandbox(task, task.Status.ResolvedWorkspace, c.settings, c.fingerprint, c.hashes.partial(task).sandbox); err == nil {
 				c.hashes.record(task, func(h *childHashes) { h.sandbox = hash })
-				// A watch decodes objects without their kind, which the
-				// comparison must not ask for then.
-				want.TypeMeta = metav1.TypeMeta{}
-				want.Spec.OperatingMode = "" // compared on its own, see OperatingMode
+				// holds skips an apply configuration's kind, which a watch
+				// decodes objects without.
+				want.Spec.OperatingMode = nil // compared on its own, see OperatingMode
 				if upToDate(o, want, hash) {
 					v.Holds = hash
 				}
@@ -274,7 +274,7 @@ func (m *hashMemo) forget(uid types.UID) {
 type desiredChildren struct {
 	serviceAccount *corev1ac.ServiceAccountApplyConfiguration
 	networkPolicy  *networkingv1ac.NetworkPolicyApplyConfiguration
-	sandbox        *sandboxv1beta1.Sandbox
+	sandbox        *sandboxac.SandboxApplyConfiguration
 	hashes         childHashes
 }
 
@@ -350,13 +350,11 @@ func knownOrHash(known string, desired any) (string, error) {
 }
 
 // desiredSandbox is desiredNetworkPolicy for the Sandbox.
-func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, fingerprint, known string) (*sandboxv1beta1.Sandbox, string, error) {
+func desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s builders.AgentSettings, fingerprint, known string) (*sandboxac.SandboxApplyConfiguration, string, error) {
 	sb := builders.BuildSandbox(task, pin, s)
 	hash, err := knownOrHash(known, sb)
 	if err != nil {
-		return nil, "", fmt.Errorf("rendering Sandbox %s: %w", sb.Name, err)
+		return nil, "", fmt.Errorf("rendering Sandbox %s: %w", *sb.Name, err)
 	}
-	sb.Annotations = withHash(sb.Annotations, hash)
-	sb.Annotations[AnnotationRenderedBy] = fingerprint
-	return sb, hash, nil
+	return sb.WithAnnotations(map[string]string{AnnotationAppliedHash: hash, AnnotationRenderedBy: fingerprint}), hash, nil
 }
