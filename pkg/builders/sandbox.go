@@ -26,7 +26,6 @@ const (
 	// VolumeSourceCredentialsPrefix and the source's index name the volume
 	// of a private source's Secret.
 	VolumeSourceCredentialsPrefix = "source-credentials-"
-	SandboxAPIVersion             = "agents.x-k8s.io/v1beta1"
 	SandboxKind                   = "Sandbox"
 	SandboxResource               = "sandboxes"
 	workspaceAccessModeRWO        = corev1.ReadWriteOnce
