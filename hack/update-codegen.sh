@@ -45,9 +45,14 @@ schema=$(mktemp)
 trap 'rm -f "${schema}"' EXIT
 go run ./hack/models-schema > "${schema}"
 
+# The Sandbox view's apply configurations nest client-go's for the core
+# types it embeds, so the pod spec is built with the same types as every
+# other child's.
+core_ac=k8s.io/client-go/applyconfigurations/core/v1
 kube::codegen::gen_client \
   --with-watch \
   --with-applyconfig \
+  --applyconfig-externals "k8s.io/api/core/v1.PodSpec:${core_ac},k8s.io/api/core/v1.PersistentVolumeClaimSpec:${core_ac}" \
   --applyconfig-openapi-schema "${schema}" \
   --output-dir "${ROOT}/pkg/generated" \
   --output-pkg "${MODULE}/pkg/generated" \

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
@@ -17,7 +17,7 @@ import (
 // agentPolicy variables (which win over a workspace env entry of the same
 // name) and last the daemon token. Secrets only ever appear as
 // secretKeyRefs.
-func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []corev1.EnvVar {
+func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []*corev1ac.EnvVarApplyConfiguration {
 	var env envList
 
 	p := pin.Provider
@@ -103,24 +103,26 @@ func agentPolicyEnv(policy *calibanv1alpha1.AgentPolicy) envList {
 	return env
 }
 
-type envList []corev1.EnvVar
+type envList []*corev1ac.EnvVarApplyConfiguration
 
+// value sends no empty value: the API's encoding of an env var drops it, so
+// sending one would only claim a field that no stored object shows.
 func (l *envList) value(name, value string) {
-	*l = append(*l, corev1.EnvVar{Name: name, Value: value})
+	e := corev1ac.EnvVar().WithName(name)
+	if value != "" {
+		e.WithValue(value)
+	}
+	*l = append(*l, e)
 }
 
 func (l *envList) secret(name, secretName, key string) {
-	optional := false
-	*l = append(*l, corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
-		LocalObjectReference: corev1.LocalObjectReference{Name: secretName},
-		Key:                  key,
-		Optional:             &optional,
-	}}})
+	*l = append(*l, corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
+		WithSecretKeyRef(corev1ac.SecretKeySelector().WithName(secretName).WithKey(key).WithOptional(false))))
 }
 
 func (l envList) has(name string) bool {
 	for _, e := range l {
-		if e.Name == name {
+		if *e.Name == name {
 			return true
 		}
 	}

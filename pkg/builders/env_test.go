@@ -23,7 +23,7 @@ func TestCalibandEnvOrder(t *testing.T) {
 	// Every source of env at once, in the order of the numbered table in
 	// docs/caliband-contract.md#environment: provider, storage,
 	// router config, workspace env, agentPolicy, daemon token.
-	got := CalibandEnv(everyFeatureTask("refactor-auth"), everyFeaturePin(), settings())
+	got := calibandEnv(t, everyFeatureTask("refactor-auth"), everyFeaturePin(), settings())
 	want := []corev1.EnvVar{
 		plainEnv("CALIBAN_PROVIDER", "openai"),
 		plainEnv("OPENAI_BASE_URL", "https://llm.internal/v1"),
@@ -50,7 +50,7 @@ func TestCalibandEnvOrder(t *testing.T) {
 		t.Errorf("env (-want +got):\n%s", diff)
 	}
 	// BuildSandbox puts exactly this list on the container.
-	c := calibandOf(t, BuildSandbox(everyFeatureTask("refactor-auth"), everyFeaturePin(), settings()).Spec.PodTemplate.Spec)
+	c := calibandOf(t, buildSandbox(t, everyFeatureTask("refactor-auth"), everyFeaturePin(), settings()).Spec.PodTemplate.Spec)
 	if diff := cmp.Diff(want, c.Env); diff != "" {
 		t.Errorf("caliband container env (-want +got):\n%s", diff)
 	}
@@ -120,7 +120,7 @@ func TestCalibandEnvProvider(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := CalibandEnv(task("t", taskModel("override")), pin(pinProvider(test.provider)), settings())
+			got := calibandEnv(t, task("t", taskModel("override")), pin(pinProvider(test.provider)), settings())
 			if diff := cmp.Diff(test.env, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
 			}
@@ -185,7 +185,7 @@ func TestCalibandEnvStorage(t *testing.T) {
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
 			tk := task("t", func(t *calibanv1alpha1.CalibanTask) { t.Spec.State = test.state })
-			got := CalibandEnv(tk, pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"})), settings())
+			got := calibandEnv(t, tk, pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"})), settings())
 			want := append(append([]corev1.EnvVar{plainEnv("CALIBAN_PROVIDER", "anthropic")}, test.storage...), tokenEnv())
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
@@ -218,7 +218,7 @@ func TestCalibandEnvRouterConfig(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := CalibandEnv(test.task, pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"})), settings())
+			got := calibandEnv(t, test.task, pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"})), settings())
 			if diff := cmp.Diff(test.want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
 			}
@@ -334,7 +334,7 @@ func TestCalibandEnvAgentPolicy(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"}), pinEnv(test.env...))
 			p.AgentPolicy = test.policy
-			got := CalibandEnv(task("t"), p, settings())
+			got := calibandEnv(t, task("t"), p, settings())
 			want := append(append([]corev1.EnvVar{plainEnv("CALIBAN_PROVIDER", "anthropic")}, test.want...), tokenEnv())
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
@@ -404,7 +404,7 @@ func TestCalibandEnvWorkspaceEnv(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := CalibandEnv(test.task, pin(pinEnv(test.env...)), settings())
+			got := calibandEnv(t, test.task, pin(pinEnv(test.env...)), settings())
 			if diff := cmp.Diff(test.want, got); diff != "" {
 				t.Errorf("env (-want +got):\n%s", diff)
 			}
@@ -431,7 +431,7 @@ func TestCalibandEnvDaemonToken(t *testing.T) {
 			p := everyFeaturePin()
 			// A workspace trying to set the token literally changes nothing.
 			p.Env = append(p.Env, calibanv1alpha1.EnvVar{Name: "CALIBAN_DAEMON_TOKEN", Value: "s3cr3t"})
-			c := calibandOf(t, BuildSandbox(everyFeatureTask("t"), p, test.settings).Spec.PodTemplate.Spec)
+			c := calibandOf(t, buildSandbox(t, everyFeatureTask("t"), p, test.settings).Spec.PodTemplate.Spec)
 
 			var tokens []corev1.EnvVar
 			for _, e := range c.Env {
@@ -462,7 +462,7 @@ func TestCalibandEnvDaemonToken(t *testing.T) {
 // Every Secret reaches the pod as a non-optional secretKeyRef and nothing
 // else: a literal value never sits beside a reference.
 func TestCalibandEnvSecretsAreReferencesOnly(t *testing.T) {
-	for _, e := range CalibandEnv(everyFeatureTask("t"), everyFeaturePin(), settings()) {
+	for _, e := range calibandEnv(t, everyFeatureTask("t"), everyFeaturePin(), settings()) {
 		if e.ValueFrom == nil {
 			continue
 		}
@@ -476,7 +476,7 @@ func TestCalibandEnvSecretsAreReferencesOnly(t *testing.T) {
 		}
 	}
 	secretNames := map[string]bool{}
-	for _, e := range CalibandEnv(everyFeatureTask("t"), everyFeaturePin(), settings()) {
+	for _, e := range calibandEnv(t, everyFeatureTask("t"), everyFeaturePin(), settings()) {
 		if e.ValueFrom != nil {
 			secretNames[e.Name] = true
 		}
@@ -557,7 +557,7 @@ func envInputs() map[string]struct {
 // name would make the Sandbox unappliable.
 func TestCalibandEnvNeverRepeatsAName(t *testing.T) {
 	for name, in := range envInputs() {
-		env := CalibandEnv(in.task, in.pin, settings())
+		env := calibandEnv(t, in.task, in.pin, settings())
 		seen := map[string]int{}
 		for _, e := range env {
 			seen[e.Name]++
@@ -578,7 +578,7 @@ func TestCalibandEnvNeverRepeatsAName(t *testing.T) {
 func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 	t.Run("from any of the operator's own projections", func(t *testing.T) {
 		for name, in := range envInputs() {
-			for _, e := range CalibandEnv(in.task, in.pin, settings()) {
+			for _, e := range calibandEnv(t, in.task, in.pin, settings()) {
 				if slices.Contains(DeadEnvNames, e.Name) {
 					t.Errorf("%s: dead name %s is emitted", name, e.Name)
 				}
@@ -601,7 +601,7 @@ func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 		t.Run("a workspace env entry named "+dead+" is not emitted", func(t *testing.T) {
 			p := everyFeaturePin()
 			p.Env = append(p.Env, calibanv1alpha1.EnvVar{Name: dead, Value: "x"})
-			c := calibandOf(t, BuildSandbox(everyFeatureTask("t"), p, settings()).Spec.PodTemplate.Spec)
+			c := calibandOf(t, buildSandbox(t, everyFeatureTask("t"), p, settings()).Spec.PodTemplate.Spec)
 			if slices.Contains(envNames(c.Env), dead) {
 				t.Errorf("%s is emitted, but docs/caliband-contract.md#names-the-operator-never-sets forbids it", dead)
 			}
@@ -611,8 +611,8 @@ func TestCalibandEnvNeverEmitsADeadName(t *testing.T) {
 
 func TestCalibandEnvIsDeterministic(t *testing.T) {
 	for name, in := range envInputs() {
-		first := CalibandEnv(in.task, in.pin, settings())
-		if diff := cmp.Diff(first, CalibandEnv(in.task, in.pin, settings())); diff != "" {
+		first := calibandEnv(t, in.task, in.pin, settings())
+		if diff := cmp.Diff(first, calibandEnv(t, in.task, in.pin, settings())); diff != "" {
 			t.Errorf("%s: a second call differs (-first +second):\n%s", name, diff)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
@@ -258,6 +259,19 @@ func convert[T any](t testing.TB, v any) T {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// buildSandbox is BuildSandbox read back as the typed Sandbox the apiserver
+// would store, for assertions on its fields.
+func buildSandbox(t testing.TB, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *sandboxv1beta1.Sandbox {
+	t.Helper()
+	return new(convert[sandboxv1beta1.Sandbox](t, BuildSandbox(tk, p, s)))
+}
+
+// calibandEnv is CalibandEnv read back as typed env vars.
+func calibandEnv(t testing.TB, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []corev1.EnvVar {
+	t.Helper()
+	return convert[[]corev1.EnvVar](t, CalibandEnv(tk, p, s))
 }
 
 // calibandOf returns the caliband container of a rendered Sandbox.

@@ -2,7 +2,6 @@ package builders
 
 import (
 	"bytes"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -25,12 +24,8 @@ import (
 // renderChildren is what the operator applies for a task, as YAML documents.
 func renderChildren(t *testing.T, tk *calibanv1alpha1.CalibanTask, p *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []byte {
 	t.Helper()
-	body, err := SandboxApplyBody(BuildSandbox(tk, p, s))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out bytes.Buffer
-	for i, obj := range []any{json.RawMessage(body), BuildNetworkPolicy(tk, p, s), BuildServiceAccount(tk)} {
+	for i, obj := range []any{BuildSandbox(tk, p, s), BuildNetworkPolicy(tk, p, s), BuildServiceAccount(tk)} {
 		b, err := yaml.Marshal(obj)
 		if err != nil {
 			t.Fatal(err)

@@ -1,17 +1,19 @@
 package builders
 
 import (
+	"encoding/json"
 	"fmt"
 	"path"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
+	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 )
 
 // Names inside the agent pod.
@@ -25,7 +27,6 @@ const (
 	// VolumeSourceCredentialsPrefix and the source's index name the volume
 	// of a private source's Secret.
 	VolumeSourceCredentialsPrefix = "source-credentials-"
-	SandboxAPIVersion             = "agents.x-k8s.io/v1beta1"
 	SandboxKind                   = "Sandbox"
 	SandboxResource               = "sandboxes"
 	workspaceAccessModeRWO        = corev1.ReadWriteOnce
@@ -42,78 +43,86 @@ func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s config.AgentSettings) st
 // configuration pinned at admission: one pod running caliband, a workspace
 // volume claim, and a headless Service. Everything in it is the operator's
 // intent; nothing is read back from the cluster.
-func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *sandboxv1beta1.Sandbox {
+func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *sandboxac.SandboxApplyConfiguration {
 	labels := TaskLabels(task)
-	yes := true
-	return &sandboxv1beta1.Sandbox{
-		TypeMeta: metav1.TypeMeta{APIVersion: SandboxAPIVersion, Kind: SandboxKind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            SandboxName(task.Name),
-			Namespace:       task.Namespace,
-			Labels:          labels,
-			OwnerReferences: []metav1.OwnerReference{TaskOwnerReference(task)},
-		},
-		Spec: sandboxv1beta1.SandboxSpec{
-			Service:       &yes,
-			OperatingMode: sandboxv1beta1.OperatingModeRunning,
-			VolumeClaimTemplates: []sandboxv1beta1.PersistentVolumeClaimTemplate{{
-				Metadata: sandboxv1beta1.EmbeddedObjectMetadata{Name: VolumeWorkspace},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes: []corev1.PersistentVolumeAccessMode{workspaceAccessModeRWO},
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+	return sandboxac.Sandbox(SandboxName(task.Name), task.Namespace).
+		WithLabels(labels).
+		WithOwnerReferences(ownerReference(task)).
+		WithSpec(sandboxac.SandboxSpec().
+			WithService(true).
+			WithOperatingMode(sandboxv1beta1.OperatingModeRunning).
+			WithVolumeClaimTemplates(sandboxac.PersistentVolumeClaimTemplate().
+				WithMetadata(sandboxac.EmbeddedObjectMetadata().WithName(VolumeWorkspace)).
+				WithSpec(corev1ac.PersistentVolumeClaimSpec().
+					WithAccessModes(workspaceAccessModeRWO).
+					WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{
 						corev1.ResourceStorage: s.WorkspaceStorage,
-					}},
-				},
-			}},
-			PodTemplate: sandboxv1beta1.PodTemplate{
-				Metadata: sandboxv1beta1.PodMetadata{Labels: labels},
-				Spec:     podSpec(task, pin, s),
-			},
-		},
-	}
+					})))).
+			WithPodTemplate(sandboxac.PodTemplate().
+				WithMetadata(sandboxac.PodMetadata().WithLabels(labels)).
+				WithSpec(podSpec(task, pin, s))))
 }
 
-func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) corev1.PodSpec {
-	no, yes := false, true
-	uid, gid := s.AgentUID, s.AgentGID
-	spec := corev1.PodSpec{
-		ServiceAccountName:           ServiceAccountName(task.Name),
-		AutomountServiceAccountToken: &no,
-		SecurityContext: &corev1.PodSecurityContext{
-			RunAsUser:      &uid,
-			RunAsGroup:     &gid,
-			FSGroup:        &gid,
-			RunAsNonRoot:   &yes,
-			SeccompProfile: &corev1.SeccompProfile{Type: s.AgentSeccompProfile},
-		},
-		RuntimeClassName: runtimeClass(task, pin),
-		Containers:       []corev1.Container{calibandContainer(task, pin, s)},
-		Volumes: []corev1.Volume{{
-			Name:         VolumeSessionTLS,
-			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: s.SessionTLSSecret}},
-		}},
+// SandboxSpecApply is spec, a live Sandbox's, as an apply configuration
+// that sends it back unchanged: the claim templates agent-sandbox keeps
+// immutable, or the whole spec of a Sandbox the operator keeps as it is
+// (ADR 0015). A container's resources, which the API types' encoding writes
+// even when nothing is set, is left out when empty, or the apply would
+// claim it.
+func SandboxSpecApply(spec *sandboxv1beta1.SandboxSpec) (*sandboxac.SandboxSpecApplyConfiguration, error) {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return nil, err
+	}
+	ac := &sandboxac.SandboxSpecApplyConfiguration{}
+	if err := json.Unmarshal(body, ac); err != nil {
+		return nil, err
+	}
+	if pod := ac.PodTemplate; pod != nil && pod.Spec != nil {
+		for _, containers := range [][]corev1ac.ContainerApplyConfiguration{pod.Spec.InitContainers, pod.Spec.Containers} {
+			for i := range containers {
+				if r := containers[i].Resources; r != nil && r.Limits == nil && r.Requests == nil && r.Claims == nil {
+					containers[i].Resources = nil
+				}
+			}
+		}
+	}
+	return ac, nil
+}
+
+func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *corev1ac.PodSpecApplyConfiguration {
+	spec := corev1ac.PodSpec().
+		WithServiceAccountName(ServiceAccountName(task.Name)).
+		WithAutomountServiceAccountToken(false).
+		WithSecurityContext(corev1ac.PodSecurityContext().
+			WithRunAsUser(s.AgentUID).
+			WithRunAsGroup(s.AgentGID).
+			WithFSGroup(s.AgentGID).
+			WithRunAsNonRoot(true).
+			WithSeccompProfile(corev1ac.SeccompProfile().WithType(s.AgentSeccompProfile))).
+		WithContainers(calibandContainer(task, pin, s)).
+		WithVolumes(corev1ac.Volume().
+			WithName(VolumeSessionTLS).
+			WithSecret(corev1ac.SecretVolumeSource().WithSecretName(s.SessionTLSSecret)))
+	if rc := runtimeClass(task, pin); rc != "" {
+		spec.WithRuntimeClassName(rc)
 	}
 	if len(pin.Sources) > 0 {
-		clone := corev1.Container{
-			Name:            ContainerClone,
-			Image:           s.GitImage,
-			Command:         []string{"/bin/sh", "-c", CloneScript(pin.Sources, SourceCredentialsDir)},
-			VolumeMounts:    []corev1.VolumeMount{{Name: VolumeWorkspace, MountPath: s.WorkspaceRoot}},
-			Resources:       s.CalibandResources,
-			SecurityContext: containerSecurityContext(),
-		}
 		volumes, mounts := sourceCredentials(pin.Sources)
-		spec.Volumes = append(spec.Volumes, volumes...)
-		clone.VolumeMounts = append(clone.VolumeMounts, mounts...)
-		spec.InitContainers = []corev1.Container{clone}
+		spec.WithVolumes(volumes...)
+		spec.WithInitContainers(corev1ac.Container().
+			WithName(ContainerClone).
+			WithImage(s.GitImage).
+			WithCommand("/bin/sh", "-c", CloneScript(pin.Sources, SourceCredentialsDir)).
+			WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeWorkspace).WithMountPath(s.WorkspaceRoot)).
+			WithVolumeMounts(mounts...).
+			WithResources(resources(s.CalibandResources)).
+			WithSecurityContext(containerSecurityContext()))
 	}
 	if ref := routerConfigRef(task); ref != "" {
-		spec.Volumes = append(spec.Volumes, corev1.Volume{
-			Name: VolumeRouterConfig,
-			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-				LocalObjectReference: corev1.LocalObjectReference{Name: ref},
-			}},
-		})
+		spec.WithVolumes(corev1ac.Volume().
+			WithName(VolumeRouterConfig).
+			WithConfigMap(corev1ac.ConfigMapVolumeSource().WithName(ref)))
 	}
 	return spec
 }
@@ -123,105 +132,114 @@ func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWor
 // projected read-only, owner-read only (0400; the pod's fsGroup adds group
 // read, which is how the non-root clone reads a root-owned file), with just
 // the keys its type needs, under SourceCredentialsDir/<index>.
-func sourceCredentials(sources []calibanv1alpha1.Source) ([]corev1.Volume, []corev1.VolumeMount) {
-	var volumes []corev1.Volume
-	var mounts []corev1.VolumeMount
-	mode := int32(0o400)
+func sourceCredentials(sources []calibanv1alpha1.Source) ([]*corev1ac.VolumeApplyConfiguration, []*corev1ac.VolumeMountApplyConfiguration) {
+	var volumes []*corev1ac.VolumeApplyConfiguration
+	var mounts []*corev1ac.VolumeMountApplyConfiguration
 	for i, src := range sources {
 		auth := credentialsAuth(src)
 		if auth == authUnsupported {
 			continue
 		}
 		name := VolumeSourceCredentialsPrefix + strconv.Itoa(i)
-		var items []corev1.KeyToPath
+		secret := corev1ac.SecretVolumeSource().WithSecretName(src.CredentialsRef.SecretName).WithDefaultMode(0o400)
 		for _, key := range auth.secretKeys() {
-			items = append(items, corev1.KeyToPath{Key: key, Path: key})
+			secret.WithItems(corev1ac.KeyToPath().WithKey(key).WithPath(key))
 		}
-		volumes = append(volumes, corev1.Volume{
-			Name: name,
-			VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{
-				SecretName: src.CredentialsRef.SecretName, Items: items, DefaultMode: &mode,
-			}},
-		})
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: path.Join(SourceCredentialsDir, strconv.Itoa(i)), ReadOnly: true})
+		volumes = append(volumes, corev1ac.Volume().WithName(name).WithSecret(secret))
+		mounts = append(mounts, corev1ac.VolumeMount().
+			WithName(name).
+			WithMountPath(path.Join(SourceCredentialsDir, strconv.Itoa(i))).
+			WithReadOnly(true))
 	}
 	return volumes, mounts
 }
 
-func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) corev1.Container {
-	c := corev1.Container{
-		Name:  ContainerCaliband,
-		Image: s.CalibandImage,
+func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *corev1ac.ContainerApplyConfiguration {
+	c := corev1ac.Container().
+		WithName(ContainerCaliband).
+		WithImage(s.CalibandImage).
 		// args, not command: the image's ENTRYPOINT is caliband.
-		Args: []string{
+		WithArgs(
 			FlagWorkspaceRoot, s.WorkspaceRoot,
-			FlagListen, ListenHost + ":" + strconv.Itoa(int(s.CalibandPort)),
+			FlagListen, ListenHost+":"+strconv.Itoa(int(s.CalibandPort)),
 			FlagAdvertiseHost, AdvertiseHost(task, s),
 			FlagAgentPortBase, strconv.Itoa(int(s.AgentPortBase)),
 			FlagTLSCert, TLSCertPath,
 			FlagTLSKey, TLSKeyPath,
 			FlagTLSCA, TLSCAPath,
 			FlagTLSServerName, s.SessionServerName,
-		},
-		Ports: []corev1.ContainerPort{{
-			Name: PortNameCaliband, ContainerPort: s.CalibandPort, Protocol: corev1.ProtocolTCP,
-		}},
-		Env: CalibandEnv(task, pin, s),
+		).
+		WithPorts(corev1ac.ContainerPort().
+			WithName(PortNameCaliband).
+			WithContainerPort(s.CalibandPort).
+			WithProtocol(corev1.ProtocolTCP)).
+		WithEnv(CalibandEnv(task, pin, s)...).
 		// Readiness and startup only. A liveness probe would restart
 		// caliband, and a restart kills every agent it supervises.
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:     tcpProbe(),
-			PeriodSeconds:    5,
-			TimeoutSeconds:   1,
-			SuccessThreshold: 1,
-			FailureThreshold: 3,
-		},
-		StartupProbe: &corev1.Probe{
-			ProbeHandler:     tcpProbe(),
-			PeriodSeconds:    2,
-			TimeoutSeconds:   1,
-			SuccessThreshold: 1,
-			FailureThreshold: 60,
-		},
-		Resources:       s.CalibandResources,
-		SecurityContext: containerSecurityContext(),
-		VolumeMounts: []corev1.VolumeMount{
-			{Name: VolumeWorkspace, MountPath: s.WorkspaceRoot},
-			{Name: VolumeSessionTLS, MountPath: TLSMountDir, ReadOnly: true},
-		},
-	}
+		WithReadinessProbe(corev1ac.Probe().
+			WithTCPSocket(tcpProbe()).
+			WithPeriodSeconds(5).
+			WithTimeoutSeconds(1).
+			WithSuccessThreshold(1).
+			WithFailureThreshold(3)).
+		WithStartupProbe(corev1ac.Probe().
+			WithTCPSocket(tcpProbe()).
+			WithPeriodSeconds(2).
+			WithTimeoutSeconds(1).
+			WithSuccessThreshold(1).
+			WithFailureThreshold(60)).
+		WithResources(resources(s.CalibandResources)).
+		WithSecurityContext(containerSecurityContext()).
+		WithVolumeMounts(
+			corev1ac.VolumeMount().WithName(VolumeWorkspace).WithMountPath(s.WorkspaceRoot),
+			corev1ac.VolumeMount().WithName(VolumeSessionTLS).WithMountPath(TLSMountDir).WithReadOnly(true),
+		)
 	if routerConfigRef(task) != "" {
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeRouterConfig, MountPath: RouterConfigMountDir, ReadOnly: true})
+		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeRouterConfig).WithMountPath(RouterConfigMountDir).WithReadOnly(true))
 	}
 	return c
 }
 
-func tcpProbe() corev1.ProbeHandler {
-	return corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(PortNameCaliband)}}
+func tcpProbe() *corev1ac.TCPSocketActionApplyConfiguration {
+	return corev1ac.TCPSocketAction().WithPort(intstr.FromString(PortNameCaliband))
+}
+
+// resources is nil when the settings configure none: in an apply body an
+// empty resources would still claim the field
+// (docs/crd-reference.md#the-sandbox-and-the-agent-pod: "omitted when none
+// is set"). The settings hold only requests and limits.
+func resources(r corev1.ResourceRequirements) *corev1ac.ResourceRequirementsApplyConfiguration {
+	if len(r.Requests) == 0 && len(r.Limits) == 0 {
+		return nil
+	}
+	ac := corev1ac.ResourceRequirements()
+	if len(r.Requests) > 0 {
+		ac.WithRequests(r.Requests)
+	}
+	if len(r.Limits) > 0 {
+		ac.WithLimits(r.Limits)
+	}
+	return ac
 }
 
 // containerSecurityContext is what Pod Security "restricted" asks of every
 // container beyond the pod-level settings.
-func containerSecurityContext() *corev1.SecurityContext {
-	no := false
-	return &corev1.SecurityContext{
-		AllowPrivilegeEscalation: &no,
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-	}
+func containerSecurityContext() *corev1ac.SecurityContextApplyConfiguration {
+	return corev1ac.SecurityContext().
+		WithAllowPrivilegeEscalation(false).
+		WithCapabilities(corev1ac.Capabilities().WithDrop("ALL"))
 }
 
 // runtimeClass: the task's own choice, else the pinned workspace default,
-// else none (the cluster default).
-func runtimeClass(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) *string {
+// else none ("", the cluster default).
+func runtimeClass(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) string {
 	if iso := task.Spec.Isolation; iso != nil && iso.RuntimeClass != "" {
-		rc := iso.RuntimeClass
-		return &rc
+		return iso.RuntimeClass
 	}
-	if iso := pin.Isolation; iso != nil && iso.RuntimeClass != "" {
-		rc := iso.RuntimeClass
-		return &rc
+	if iso := pin.Isolation; iso != nil {
+		return iso.RuntimeClass
 	}
-	return nil
+	return ""
 }
 
 func routerConfigRef(task *calibanv1alpha1.CalibanTask) string {

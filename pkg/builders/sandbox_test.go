@@ -1,7 +1,6 @@
 package builders
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
@@ -100,7 +99,7 @@ func TestBuildSandboxArgs(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := calibandOf(t, BuildSandbox(test.task, everyFeaturePin(), test.settings).Spec.PodTemplate.Spec)
+			c := calibandOf(t, buildSandbox(t, test.task, everyFeaturePin(), test.settings).Spec.PodTemplate.Spec)
 			if diff := cmp.Diff(test.args, c.Args); diff != "" {
 				t.Errorf("args (-want +got):\n%s", diff)
 			}
@@ -146,7 +145,7 @@ func TestAdvertiseHost(t *testing.T) {
 }
 
 func TestBuildSandboxObjectMeta(t *testing.T) {
-	sb := BuildSandbox(task("refactor-auth"), pin(), settings())
+	sb := buildSandbox(t, task("refactor-auth"), pin(), settings())
 	wantType := metav1.TypeMeta{APIVersion: "agents.x-k8s.io/v1beta1", Kind: "Sandbox"}
 	if diff := cmp.Diff(wantType, sb.TypeMeta); diff != "" {
 		t.Errorf("type meta (-want +got):\n%s", diff)
@@ -186,7 +185,7 @@ func TestBuildSandboxSpecShape(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			sb := BuildSandbox(task("refactor-auth"), pin(), test.settings)
+			sb := buildSandbox(t, task("refactor-auth"), pin(), test.settings)
 			if sb.Spec.Service == nil || !*sb.Spec.Service {
 				t.Errorf("service = %v, want true (agent-sandbox makes the headless Service)", sb.Spec.Service)
 			}
@@ -249,7 +248,7 @@ func TestBuildSandboxRuntimeClass(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := BuildSandbox(test.task, test.pin, settings()).Spec.PodTemplate.Spec.RuntimeClassName
+			got := buildSandbox(t, test.task, test.pin, settings()).Spec.PodTemplate.Spec.RuntimeClassName
 			if diff := cmp.Diff(test.want, got); diff != "" {
 				t.Errorf("runtimeClassName (-want +got):\n%s", diff)
 			}
@@ -312,7 +311,7 @@ func TestBuildSandboxInitContainer(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := BuildSandbox(task("t"), test.pin, test.settings).Spec.PodTemplate.Spec.InitContainers
+			got := buildSandbox(t, task("t"), test.pin, test.settings).Spec.PodTemplate.Spec.InitContainers
 			if diff := cmp.Diff(test.want, got); diff != "" {
 				t.Errorf("initContainers (-want +got):\n%s", diff)
 			}
@@ -321,7 +320,7 @@ func TestBuildSandboxInitContainer(t *testing.T) {
 }
 
 func TestBuildSandboxCloneScriptStartsWithSetEU(t *testing.T) {
-	c := BuildSandbox(task("t"), pin(pinSources(srcCaliban)), settings()).Spec.PodTemplate.Spec.InitContainers[0]
+	c := buildSandbox(t, task("t"), pin(pinSources(srcCaliban)), settings()).Spec.PodTemplate.Spec.InitContainers[0]
 	if !strings.HasPrefix(c.Command[2], "set -eu\n") {
 		t.Errorf("script = %q, want it to start with set -eu", c.Command[2])
 	}
@@ -358,7 +357,7 @@ func TestBuildSandboxResources(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			spec := BuildSandbox(task("t"), pin(pinSources(srcCaliban)), test.settings).Spec.PodTemplate.Spec
+			spec := buildSandbox(t, task("t"), pin(pinSources(srcCaliban)), test.settings).Spec.PodTemplate.Spec
 			if diff := cmp.Diff(test.want, calibandOf(t, spec).Resources); diff != "" {
 				t.Errorf("caliband resources (-want +got):\n%s", diff)
 			}
@@ -374,14 +373,7 @@ func TestBuildSandboxResources(t *testing.T) {
 // field, so the rendered object must not carry "resources: {}".
 func TestTheSandboxApplyBodyOmitsClearedResources(t *testing.T) {
 	s := parsedSettings(t, map[string]string{"CALIBAND_CPU_REQUEST": "", "CALIBAND_MEMORY_REQUEST": ""})
-	body, err := SandboxApplyBody(BuildSandbox(task("t"), pin(pinSources(srcCaliban)), s))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatal(err)
-	}
+	doc := toMap(t, BuildSandbox(task("t"), pin(pinSources(srcCaliban)), s))
 	for _, field := range []string{"containers", "initContainers"} {
 		containers, _, err := unstructured.NestedSlice(doc, "spec", "podTemplate", "spec", field)
 		if err != nil || len(containers) != 1 {
@@ -390,6 +382,29 @@ func TestTheSandboxApplyBodyOmitsClearedResources(t *testing.T) {
 		if r, found := containers[0].(map[string]any)["resources"]; found {
 			t.Errorf("%s[0].resources = %v, want the field omitted", field, r)
 		}
+	}
+}
+
+// An apply over a Sandbox the operator keeps sends its live spec back: the
+// same document the rendering sent, with no empty resources that the typed
+// spec would encode.
+func TestSandboxSpecApplySendsTheLiveSpecBack(t *testing.T) {
+	tests := map[string]config.AgentSettings{
+		"resources set":     settings(),
+		"resources cleared": parsedSettings(t, map[string]string{"CALIBAND_CPU_REQUEST": "", "CALIBAND_MEMORY_REQUEST": ""}),
+	}
+	for name, s := range tests {
+		t.Run(name, func(t *testing.T) {
+			rendered := BuildSandbox(everyFeatureTask("t"), everyFeaturePin(), s)
+			live := convert[sandboxv1beta1.Sandbox](t, rendered)
+			back, err := SandboxSpecApply(&live.Spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(toMap(t, rendered.Spec), toMap(t, back)); diff != "" {
+				t.Errorf("spec sent back (-rendered +sent back):\n%s", diff)
+			}
+		})
 	}
 }
 
@@ -429,7 +444,7 @@ func TestBuildSandboxSecurityContexts(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			spec := BuildSandbox(task("t"), pin(pinSources(srcCaliban)), test.settings).Spec.PodTemplate.Spec
+			spec := buildSandbox(t, task("t"), pin(pinSources(srcCaliban)), test.settings).Spec.PodTemplate.Spec
 			if diff := cmp.Diff(test.want, spec.SecurityContext); diff != "" {
 				t.Errorf("pod securityContext (-want +got):\n%s", diff)
 			}
@@ -452,7 +467,7 @@ func TestBuildSandboxPortsAndProbes(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			c := calibandOf(t, BuildSandbox(task("t"), pin(), test.settings).Spec.PodTemplate.Spec)
+			c := calibandOf(t, buildSandbox(t, task("t"), pin(), test.settings).Spec.PodTemplate.Spec)
 			wantPorts := []corev1.ContainerPort{{Name: "caliband", ContainerPort: test.port, Protocol: corev1.ProtocolTCP}}
 			if diff := cmp.Diff(wantPorts, c.Ports); diff != "" {
 				t.Errorf("ports (-want +got):\n%s", diff)
@@ -528,7 +543,7 @@ func TestBuildSandboxVolumesAndMounts(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			spec := BuildSandbox(test.task, pin(), test.settings).Spec.PodTemplate.Spec
+			spec := buildSandbox(t, test.task, pin(), test.settings).Spec.PodTemplate.Spec
 			// The workspace volume is not in the template: agent-sandbox adds
 			// it from the claim template under the template's name.
 			if diff := cmp.Diff(test.volumes, spec.Volumes); diff != "" {
@@ -605,7 +620,7 @@ func TestBuildSandboxSourceCredentials(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			spec := BuildSandbox(task("t"), test.pin, settings()).Spec.PodTemplate.Spec
+			spec := buildSandbox(t, task("t"), test.pin, settings()).Spec.PodTemplate.Spec
 			if diff := cmp.Diff(test.volumes, spec.Volumes); diff != "" {
 				t.Errorf("volumes (-want +got):\n%s", diff)
 			}
@@ -653,7 +668,7 @@ func TestBuildSandboxPodIdentity(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			tk := task(taskName)
-			spec := BuildSandbox(tk, pin(), settings()).Spec.PodTemplate.Spec
+			spec := buildSandbox(t, tk, pin(), settings()).Spec.PodTemplate.Spec
 			if want := *BuildServiceAccount(tk).Name; spec.ServiceAccountName != want {
 				t.Errorf("serviceAccountName = %q, want the ServiceAccount's name %q", spec.ServiceAccountName, want)
 			}
@@ -693,7 +708,7 @@ func TestSafeNamesAreUsedConsistently(t *testing.T) {
 			tk := task(test.name)
 			p := pin()
 			s := settings()
-			sb := BuildSandbox(tk, p, s)
+			sb := buildSandbox(t, tk, p, s)
 			sa := BuildServiceAccount(tk)
 			np := BuildNetworkPolicy(tk, p, s)
 

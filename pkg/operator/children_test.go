@@ -157,10 +157,7 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 		t.Fatal(err)
 	}
 	sa, np := f.servedChildren(tk)
-	sb, err := builders.SandboxFromUnstructured(f.lastSandboxApply())
-	if err != nil {
-		t.Fatal(err)
-	}
+	sb := watchedSandbox(t, f.lastSandboxApply())
 
 	restartWith(t, f, restarted, config.DefaultAgentSettings()) // a new term: an empty memo
 	for _, child := range []any{sa, np, sb} {

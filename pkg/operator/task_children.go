@@ -11,6 +11,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
@@ -64,15 +65,16 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 	if !c.children.Stale(freshness.Sandbox, current, w) && freshness.LiveMode(current.OperatingMode) == mode {
 		return current.Sandbox(), false, nil
 	}
-	var desired *sandboxv1beta1.Sandbox
+	sandboxes := c.sandboxes.Sandboxes(task.Namespace)
+	var desired *sandboxac.SandboxApplyConfiguration
 	if current != nil {
 		// The cache keeps no spec, and an apply over an existing Sandbox
 		// must carry what agent-sandbox keeps immutable as it is: read it.
-		live, err := c.getSandbox(ctx, task.Namespace, current.Name)
+		live, err := sandboxes.Get(ctx, current.Name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, false, fmt.Errorf("reading Sandbox %s: %w", current.Name, err)
 		}
-		if live != nil && metav1.IsControlledBy(live, task) {
+		if err == nil && metav1.IsControlledBy(live, task) {
 			if desired, err = w.SandboxOver(live); err != nil {
 				return nil, false, err
 			}
@@ -85,26 +87,26 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 		}
 		desired = d.Sandbox
 	}
-	desired.Spec.OperatingMode = mode
-	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", desired.Name, "kept", current != nil && c.children.Kept(freshness.Sandbox, current))
-	err := c.writeSandbox(ctx, desired)
+	desired.Spec.WithOperatingMode(mode)
+	name := *desired.Name
+	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", name, "kept", current != nil && c.children.Kept(freshness.Sandbox, current))
+	_, err := apply(ctx, sandboxes, name, desired)
 	if apierrors.IsNotFound(err) {
 		return nil, true, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("applying Sandbox %s: %w", desired.Name, err)
+		return nil, false, fmt.Errorf("applying Sandbox %s: %w", name, err)
 	}
 	// The apply changed the spec, never the status agent-sandbox writes:
 	// the task reads the status it had (none for a new Sandbox) with the
 	// mode the server just accepted, and the informer brings whatever
-	// comes next.
-	var applied *sandboxv1beta1.Sandbox
-	if current == nil {
-		applied = &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: desired.Name, Namespace: desired.Namespace}}
-		applied.Spec.PodTemplate.Spec.Containers = desired.Spec.PodTemplate.Spec.Containers
-	} else {
-		applied = current.Sandbox()
+	// comes next. A new Sandbox is the rendering under the settings, so
+	// caliband listens on their port.
+	view := current
+	if view == nil {
+		view = &freshness.View{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: task.Namespace}, CalibandPort: c.settings.CalibandPort}
 	}
+	applied := view.Sandbox()
 	applied.Spec.OperatingMode = mode
 	return applied, false, nil
 }

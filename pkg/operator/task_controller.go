@@ -22,6 +22,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+	sandboxclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/sandbox/v1beta1"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
@@ -53,10 +54,10 @@ type TaskController struct {
 	*loop
 	caliban calibanclient.Interface
 	kube    kubernetes.Interface
-	// sandboxClient writes Sandboxes (sandbox_client.go).
-	sandboxClient rest.Interface
-	tasks         calibanlisters.CalibanTaskLister
-	taskIndexer   cache.Indexer
+	// sandboxes gets and applies Sandboxes (clients.go).
+	sandboxes   sandboxclient.SandboxesGetter
+	tasks       calibanlisters.CalibanTaskLister
+	taskIndexer cache.Indexer
 	// taskCache is the task cache with the operator's own status writes on
 	// top, until the informer brings them: the children's transform reads
 	// a task's pin from it, and the pin is written moments before the
@@ -83,7 +84,7 @@ type TaskController struct {
 func NewTaskController(
 	caliban calibanclient.Interface,
 	kube kubernetes.Interface,
-	sandboxClient rest.Interface,
+	sandboxRESTClient rest.Interface,
 	tasks calibaninformers.CalibanTaskInformer,
 	workspaces calibaninformers.WorkspaceInformer,
 	serviceAccounts coreinformers.ServiceAccountInformer,
@@ -96,11 +97,11 @@ func NewTaskController(
 	clk clock.PassiveClock,
 ) (*TaskController, error) {
 	c := &TaskController{
-		caliban:       caliban,
-		kube:          kube,
-		sandboxClient: sandboxClient,
-		tasks:         tasks.Lister(),
-		taskIndexer:   tasks.Informer().GetIndexer(),
+		caliban:     caliban,
+		kube:        kube,
+		sandboxes:   sandboxClient(sandboxRESTClient),
+		tasks:       tasks.Lister(),
+		taskIndexer: tasks.Informer().GetIndexer(),
 		taskCache: cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), tasks.Informer().GetStore(),
 			cache.MutationCacheOptions{TTL: time.Minute, MaxCacheSize: 4096}),
 		workspaces: workspaces.Lister(),

@@ -8,8 +8,10 @@ package applyconfiguration
 
 import (
 	v1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	v1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
 	internal "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/internal"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	managedfields "k8s.io/apimachinery/pkg/util/managedfields"
@@ -19,7 +21,23 @@ import (
 // apply configuration type exists for the given GroupVersionKind.
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
-	// Group=caliban.caliban-ai.dev, Version=v1alpha1
+	// Group=agents.x-k8s.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithKind("EmbeddedObjectMetadata"):
+		return &sandboxv1beta1.EmbeddedObjectMetadataApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PersistentVolumeClaimTemplate"):
+		return &sandboxv1beta1.PersistentVolumeClaimTemplateApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodMetadata"):
+		return &sandboxv1beta1.PodMetadataApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("PodTemplate"):
+		return &sandboxv1beta1.PodTemplateApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("Sandbox"):
+		return &sandboxv1beta1.SandboxApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("SandboxSpec"):
+		return &sandboxv1beta1.SandboxSpecApplyConfiguration{}
+	case v1beta1.SchemeGroupVersion.WithKind("SandboxStatus"):
+		return &sandboxv1beta1.SandboxStatusApplyConfiguration{}
+
+		// Group=caliban.caliban-ai.dev, Version=v1alpha1
 	case v1alpha1.SchemeGroupVersion.WithKind("AgentPolicy"):
 		return &calibanv1alpha1.AgentPolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CalibanTask"):

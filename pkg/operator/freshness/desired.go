@@ -12,6 +12,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 )
 
 // AnnotationAppliedHash records, on every child, a hash of what the operator
@@ -36,7 +37,7 @@ const AnnotationRenderedBy = "caliban.caliban-ai.dev/rendered-by"
 type Desired struct {
 	ServiceAccount *corev1ac.ServiceAccountApplyConfiguration
 	NetworkPolicy  *networkingv1ac.NetworkPolicyApplyConfiguration
-	Sandbox        *sandboxv1beta1.Sandbox
+	Sandbox        *sandboxac.SandboxApplyConfiguration
 	Hashes         Hashes
 }
 
@@ -127,18 +128,13 @@ func (t *Tracker) desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *c
 }
 
 // desiredSandbox is desiredNetworkPolicy for the Sandbox.
-func (t *Tracker) desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, known string) (*sandboxv1beta1.Sandbox, string, error) {
+func (t *Tracker) desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, known string) (*sandboxac.SandboxApplyConfiguration, string, error) {
 	sb := builders.BuildSandbox(task, pin, t.settings)
 	hash, err := knownOrHash(known, sb)
 	if err != nil {
-		return nil, "", fmt.Errorf("rendering Sandbox %s: %w", sb.Name, err)
+		return nil, "", fmt.Errorf("rendering Sandbox %s: %w", *sb.Name, err)
 	}
-	if sb.Annotations == nil {
-		sb.Annotations = map[string]string{}
-	}
-	sb.Annotations[AnnotationAppliedHash] = hash
-	sb.Annotations[AnnotationRenderedBy] = t.fingerprint
-	return sb, hash, nil
+	return sb.WithAnnotations(map[string]string{AnnotationAppliedHash: hash, AnnotationRenderedBy: t.fingerprint}), hash, nil
 }
 
 // knownOrHash is the applied hash of desired: known, when the memo had it.
@@ -168,15 +164,20 @@ func appliedHash(desired any) (string, error) {
 // (ADR 0015) gets its own spec back: the apply then changes nothing but
 // what the caller sets (the operatingMode), and claims nothing the operator
 // did not own, its labels and annotations being the operator's own keys.
-func (w *Want) SandboxOver(live *sandboxv1beta1.Sandbox) (*sandboxv1beta1.Sandbox, error) {
+func (w *Want) SandboxOver(live *sandboxv1beta1.Sandbox) (*sandboxac.SandboxApplyConfiguration, error) {
+	liveSpec, err := builders.SandboxSpecApply(&live.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("encoding Sandbox %s/%s: %w", live.Namespace, live.Name, err)
+	}
 	if w.tracker.renderedBy(live) == w.tracker.fingerprint {
 		d, err := w.Render()
 		if err != nil {
 			return nil, err
 		}
-		desired := d.Sandbox.DeepCopy()
-		desired.Spec.VolumeClaimTemplates = live.Spec.VolumeClaimTemplates
-		return desired, nil
+		desired, spec := *d.Sandbox, *d.Sandbox.Spec
+		spec.VolumeClaimTemplates = liveSpec.VolumeClaimTemplates
+		desired.Spec = &spec
+		return &desired, nil
 	}
 	kept := builders.BuildSandbox(w.task, w.pin, w.tracker.settings)
 	kept.Annotations = map[string]string{}
@@ -185,6 +186,6 @@ func (w *Want) SandboxOver(live *sandboxv1beta1.Sandbox) (*sandboxv1beta1.Sandbo
 			kept.Annotations[key] = v
 		}
 	}
-	kept.Spec = *live.Spec.DeepCopy()
+	kept.Spec = liveSpec
 	return kept, nil
 }

@@ -156,10 +156,11 @@ func (t *Tracker) Transform(obj any) (any, error) {
 			// hash is taken once per version of the task.
 			if want, hash, err := t.desiredSandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(task).Sandbox); err == nil {
 				t.memo.record(task, Sandbox, hash)
-				// A watch decodes objects without their kind, which the
-				// comparison must not ask for then.
-				want.TypeMeta = metav1.TypeMeta{}
-				want.Spec.OperatingMode = "" // compared on its own, see OperatingMode
+				// The comparison skips the apply configuration's kind, which
+				// a watch does not decode; the mode is compared on its own
+				// (see View.OperatingMode). want is this call's own
+				// rendering, and its hash was taken before.
+				want.Spec.OperatingMode = nil
 				if upToDate(o, want, hash) {
 					v.Holds = hash
 				}

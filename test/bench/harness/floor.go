@@ -241,7 +241,7 @@ func (f *floorClient) provision(ctx context.Context, key string) error {
 		builders.BuildNetworkPolicy(task, pin, f.settings)); err != nil {
 		return err
 	}
-	body, err := builders.SandboxApplyBody(builders.BuildSandbox(task, pin, f.settings))
+	body, err := json.Marshal(builders.BuildSandbox(task, pin, f.settings))
 	if err != nil {
 		return err
 	}

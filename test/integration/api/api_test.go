@@ -26,7 +26,6 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
-	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanclientv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
@@ -426,10 +425,14 @@ func TestASandboxFromTheViewAppliesWithNothingPruned(t *testing.T) {
 	}
 
 	want := handFilledSandbox(ns, owner)
-	u, err := builders.SandboxToUnstructured(want)
+	u, err := framework.Unstructured(want)
 	if err != nil {
 		t.Fatal(err)
 	}
+	u.SetGroupVersionKind(sandboxv1beta1.SchemeGroupVersion.WithKind("Sandbox"))
+	// The typed encoding writes an empty status; an apply claims every
+	// field it carries, and the status is agent-sandbox's.
+	delete(u.Object, "status")
 	if _, err := cluster.Dynamic.Resource(sandboxv1beta1.SchemeGroupVersion.WithResource("sandboxes")).Namespace(ns).
 		Apply(ctx, u.GetName(), u, metav1.ApplyOptions{FieldManager: "caliban-operator", Force: true}); err != nil {
 		t.Fatalf("apply: %v", err)
@@ -447,7 +450,7 @@ func TestASandboxFromTheViewAppliesWithNothingPruned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := builders.SandboxFromUnstructured(readBack)
+	got, err := framework.SandboxOf(readBack)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -473,7 +476,7 @@ func TestASandboxFromTheViewAppliesWithNothingPruned(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		sb, err := builders.SandboxFromUnstructured(obj)
+		sb, err := framework.SandboxOf(obj)
 		if err != nil {
 			return err
 		}

@@ -52,8 +52,11 @@ func TestTheRenderedSandboxAppliesWithNothingPruned(t *testing.T) {
 			ns := cluster.Namespace(t, nil)
 			owner := createTask(t, ns, test.taskName, test.scenario.task)
 
-			want := builders.BuildSandbox(owner, test.scenario.pin, test.scenario.settings)
-			u, err := builders.SandboxToUnstructured(want)
+			u, err := framework.Unstructured(builders.BuildSandbox(owner, test.scenario.pin, test.scenario.settings))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := framework.SandboxOf(u)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -76,7 +79,7 @@ func TestTheRenderedSandboxAppliesWithNothingPruned(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := builders.SandboxFromUnstructured(readBack)
+			got, err := framework.SandboxOf(readBack)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -280,9 +283,12 @@ func TestTheRenderedPodPassesPodSecurityRestricted(t *testing.T) {
 				t.Fatalf("applying the ServiceAccount: %v", err)
 			}
 
-			sb := builders.BuildSandbox(owner, test.scenario.pin, s)
+			sb, err := framework.SandboxOf(builders.BuildSandbox(owner, test.scenario.pin, s))
+			if err != nil {
+				t.Fatal(err)
+			}
 			pod := podFromSandbox(sb)
-			_, err := cluster.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			_, err = cluster.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			switch {
 			case test.admitted && err != nil:
 				t.Errorf("the pod was rejected: %v", err)

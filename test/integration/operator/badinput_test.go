@@ -451,7 +451,7 @@ func TestBadInputIsRefusedNamingTheFieldOrRenderedInertly(t *testing.T) {
 				}
 				waitForWorkspace(t, ns, obj, settleTimeout, workspaceReady)
 				task := waitForTask(t, ns, obj, settleTimeout, isRunning)
-				sb, err := builders.SandboxFromUnstructured(getSandbox(t, ns, task.Status.SandboxRef.Name))
+				sb, err := framework.SandboxOf(getSandbox(t, ns, task.Status.SandboxRef.Name))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -261,7 +261,7 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 func checkSandboxPodSecurity(t *testing.T, ns, task string) {
 	t.Helper()
 	u := getSandbox(t, ns, builders.SandboxName(task))
-	sb, err := builders.SandboxFromUnstructured(u)
+	sb, err := framework.SandboxOf(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +299,7 @@ func checkSandboxPodSecurity(t *testing.T, ns, task string) {
 func checkNoSecretInTheClear(t *testing.T, ns, task string) {
 	t.Helper()
 	u := getSandbox(t, ns, builders.SandboxName(task))
-	sb, err := builders.SandboxFromUnstructured(u)
+	sb, err := framework.SandboxOf(u)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,7 +342,7 @@ func checkNoSecretInTheClear(t *testing.T, ns, task string) {
 // beyond the session TLS one.
 func checkSourceCredentialsForTheCloneOnly(t *testing.T, ns, task string, want map[int]string) {
 	t.Helper()
-	sb, err := builders.SandboxFromUnstructured(getSandbox(t, ns, builders.SandboxName(task)))
+	sb, err := framework.SandboxOf(getSandbox(t, ns, builders.SandboxName(task)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -389,7 +389,7 @@ func getSandbox(t testing.TB, ns, name string) *unstructured.Unstructured {
 // calibandEnv is the env of the caliband container of a Sandbox.
 func calibandEnv(t testing.TB, u *unstructured.Unstructured) []corev1.EnvVar {
 	t.Helper()
-	sb, err := builders.SandboxFromUnstructured(u)
+	sb, err := framework.SandboxOf(u)
 	if err != nil {
 		t.Fatal(err)
 	}

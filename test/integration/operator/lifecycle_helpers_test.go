@@ -503,7 +503,7 @@ func operatingMode(u *unstructured.Unstructured) string {
 // sandboxReady is the Sandbox's Ready condition as agent-sandbox (the
 // stand-in) reports it, nil when there is none.
 func sandboxReady(u *unstructured.Unstructured) *metav1.Condition {
-	sb, err := builders.SandboxFromUnstructured(u)
+	sb, err := framework.SandboxOf(u)
 	if err != nil {
 		return nil
 	}

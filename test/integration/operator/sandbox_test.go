@@ -73,7 +73,7 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 		placeholder := &calibanv1alpha1.CalibanTask{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
 		spec := workspaceSpec()
 		pin := builders.PinWorkspace(placeholder, &spec, spec.Providers[0])
-		u, err := builders.SandboxToUnstructured(builders.BuildSandbox(placeholder, pin, config.DefaultAgentSettings()))
+		u, err := framework.Unstructured(builders.BuildSandbox(placeholder, pin, config.DefaultAgentSettings()))
 		if err != nil {
 			t.Fatal(err)
 		}

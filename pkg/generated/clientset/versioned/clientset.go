@@ -11,6 +11,7 @@ import (
 	http "net/http"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/caliban/v1alpha1"
+	agentsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/sandbox/v1beta1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
 	flowcontrol "k8s.io/client-go/util/flowcontrol"
@@ -19,17 +20,24 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	CalibanV1alpha1() calibanv1alpha1.CalibanV1alpha1Interface
+	AgentsV1beta1() agentsv1beta1.AgentsV1beta1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
 	calibanV1alpha1 *calibanv1alpha1.CalibanV1alpha1Client
+	agentsV1beta1   *agentsv1beta1.AgentsV1beta1Client
 }
 
 // CalibanV1alpha1 retrieves the CalibanV1alpha1Client
 func (c *Clientset) CalibanV1alpha1() calibanv1alpha1.CalibanV1alpha1Interface {
 	return c.calibanV1alpha1
+}
+
+// AgentsV1beta1 retrieves the AgentsV1beta1Client
+func (c *Clientset) AgentsV1beta1() agentsv1beta1.AgentsV1beta1Interface {
+	return c.agentsV1beta1
 }
 
 // Discovery retrieves the DiscoveryClient
@@ -80,6 +88,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.agentsV1beta1, err = agentsv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 
 	cs.DiscoveryClient, err = discovery.NewDiscoveryClientForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
@@ -102,6 +114,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.calibanV1alpha1 = calibanv1alpha1.New(c)
+	cs.agentsV1beta1 = agentsv1beta1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)
 	return &cs
