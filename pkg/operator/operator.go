@@ -159,7 +159,7 @@ func (o *Operator) Run(ctx context.Context) error {
 // cacheTransform is the transform of the task and Workspace informers. It
 // drops managedFields: no sync reads them, and server-side apply makes them
 // a large part of each object. (The children's caches keep views, see
-// viewOf.) And it lets tasks pinned alike share one pin: the tasks of a
+// freshness.Tracker.Transform.) And it lets tasks pinned alike share one pin: the tasks of a
 // Workspace mostly carry the same pinned configuration, a fifth of a
 // cached task. Cached objects are never written to, so sharing is safe.
 type cacheTransform struct {
