@@ -109,32 +109,32 @@ func (t *Tracker) render(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1
 // applied hash: known when the memo has it, taken otherwise.
 func desiredServiceAccount(task *calibanv1alpha1.CalibanTask, known string) (*corev1ac.ServiceAccountApplyConfiguration, string, error) {
 	sa := builders.BuildServiceAccount(task)
-	hash, err := knownOrHash(known, sa)
-	if err != nil {
-		return nil, "", fmt.Errorf("rendering ServiceAccount %s: %w", *sa.Name, err)
-	}
-	return sa.WithAnnotations(map[string]string{AnnotationAppliedHash: hash}), hash, nil
+	return stamp(ServiceAccount, *sa.Name, sa, known, map[string]string{})
 }
 
 // desiredNetworkPolicy is desiredServiceAccount for the NetworkPolicy, also
 // stamped with the rendering's fingerprint.
 func (t *Tracker) desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, known string) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
 	np := builders.BuildNetworkPolicy(task, pin, t.settings)
-	hash, err := knownOrHash(known, np)
-	if err != nil {
-		return nil, "", fmt.Errorf("rendering NetworkPolicy %s: %w", *np.Name, err)
-	}
-	return np.WithAnnotations(map[string]string{AnnotationAppliedHash: hash, AnnotationRenderedBy: t.fingerprint}), hash, nil
+	return stamp(NetworkPolicy, *np.Name, np, known, map[string]string{AnnotationRenderedBy: t.fingerprint})
 }
 
 // desiredSandbox is desiredNetworkPolicy for the Sandbox.
 func (t *Tracker) desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, known string) (*sandboxac.SandboxApplyConfiguration, string, error) {
 	sb := builders.BuildSandbox(task, pin, t.settings)
-	hash, err := knownOrHash(known, sb)
+	return stamp(Sandbox, *sb.Name, sb, known, map[string]string{AnnotationRenderedBy: t.fingerprint})
+}
+
+// stamp adds annotations and the applied hash of child (known, when the
+// memo had it) to child's annotations.
+func stamp[T interface{ WithAnnotations(map[string]string) T }](kind Kind, name string, child T, known string, annotations map[string]string) (T, string, error) {
+	hash, err := knownOrHash(known, child)
 	if err != nil {
-		return nil, "", fmt.Errorf("rendering Sandbox %s: %w", *sb.Name, err)
+		var none T
+		return none, "", fmt.Errorf("rendering %s %s: %w", kind, name, err)
 	}
-	return sb.WithAnnotations(map[string]string{AnnotationAppliedHash: hash, AnnotationRenderedBy: t.fingerprint}), hash, nil
+	annotations[AnnotationAppliedHash] = hash
+	return child.WithAnnotations(annotations), hash, nil
 }
 
 // knownOrHash is the applied hash of desired: known, when the memo had it.
