@@ -84,21 +84,19 @@ func holdsValue(live, desired reflect.Value, explicit bool) bool {
 		if !strings.HasSuffix(desired.Type().Name(), "ApplyConfiguration") {
 			return false
 		}
-		liveFields := jsonFields(live.Type())
-		for _, f := range jsonFields(desired.Type()).list {
-			d, err := desired.FieldByIndexErr(f.index)
-			if err != nil {
+		for _, f := range fieldPairs(live.Type(), desired.Type()) {
+			d, ok := fieldAt(desired, f.desired)
+			if !ok {
 				continue // behind a nil embedded pointer: nothing sent
 			}
-			lf, ok := liveFields.byName[f.name]
-			if !ok {
+			if f.live == nil {
 				if d.IsZero() {
 					continue
 				}
 				return false
 			}
-			l, err := live.FieldByIndexErr(lf.index)
-			if err != nil || !holdsValue(l, d, false) {
+			l, ok := fieldAt(live, f.live)
+			if !ok || !holdsValue(l, d, false) {
 				return false
 			}
 		}
@@ -146,6 +144,45 @@ func holdsValue(live, desired reflect.Value, explicit bool) bool {
 		}
 		return live.Equal(desired)
 	}
+}
+
+// fieldPair is a field of an apply configuration and the field of the
+// same JSON name in the object type (nil when it has none).
+type fieldPair struct {
+	desired, live []int
+}
+
+var fieldPairCache sync.Map // [2]reflect.Type{live, desired} → []fieldPair
+
+// fieldPairs matches desired's fields to live's by JSON name, once per pair
+// of types: a steady-state check then walks index paths instead of
+// looking names up.
+func fieldPairs(live, desired reflect.Type) []fieldPair {
+	key := [2]reflect.Type{live, desired}
+	if p, ok := fieldPairCache.Load(key); ok {
+		return p.([]fieldPair)
+	}
+	liveFields := jsonFields(live)
+	var pairs []fieldPair
+	for _, f := range jsonFields(desired).list {
+		p := fieldPair{desired: f.index}
+		if lf, ok := liveFields.byName[f.name]; ok {
+			p.live = lf.index
+		}
+		pairs = append(pairs, p)
+	}
+	p, _ := fieldPairCache.LoadOrStore(key, pairs)
+	return p.([]fieldPair)
+}
+
+// fieldAt is v's field at index, through embedded structs; false when an
+// embedded pointer on the way is nil.
+func fieldAt(v reflect.Value, index []int) (reflect.Value, bool) {
+	if len(index) == 1 {
+		return v.Field(index[0]), true
+	}
+	f, err := v.FieldByIndexErr(index)
+	return f, err == nil
 }
 
 // jsonField is a field of a struct as its JSON encoding names it, with the

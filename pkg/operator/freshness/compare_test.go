@@ -1,6 +1,7 @@
 package freshness
 
 import (
+	"encoding/json"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +12,10 @@ import (
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 func TestHolds(t *testing.T) {
@@ -159,5 +164,37 @@ func TestHolds(t *testing.T) {
 				t.Errorf("holds = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// BenchmarkHoldsSandbox is the check a Sandbox's watch event costs in the
+// children's transform: the rendered apply configuration against the
+// Sandbox the server holds after applying it.
+func BenchmarkHoldsSandbox(b *testing.B) {
+	task := pinnedTask()
+	tr, err := New(config.DefaultAgentSettings(), func(metav1.Object) *calibanv1alpha1.CalibanTask { return task })
+	if err != nil {
+		b.Fatal(err)
+	}
+	want, _, err := tr.desiredSandbox(task, task.Status.ResolvedWorkspace, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := json.Marshal(want)
+	if err != nil {
+		b.Fatal(err)
+	}
+	live := &sandboxv1beta1.Sandbox{}
+	if err := json.Unmarshal(body, live); err != nil {
+		b.Fatal(err)
+	}
+	live.TypeMeta = metav1.TypeMeta{}
+	want.Spec.OperatingMode = nil
+	if !holds(live, want) {
+		b.Fatal("the served Sandbox does not hold its own rendering")
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		holds(live, want)
 	}
 }
