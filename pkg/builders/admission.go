@@ -130,6 +130,17 @@ func postureProblem(posture calibanv1alpha1.PermissionPosture, policy *calibanv1
 	return ""
 }
 
+// UnattendedAdmittedNote is the note of the UnattendedAdmitted Event: the
+// Workspace whose policy allowed the task, and who asked for it when the
+// pin records that.
+func UnattendedAdmittedNote(workspace, requestedBy string) string {
+	note := fmt.Sprintf("admitted unattended: the configuration pinned from workspace '%s' sets agentPolicy.allowUnattended", workspace)
+	if requestedBy != "" {
+		note += fmt.Sprintf("; requested by '%s'", requestedBy)
+	}
+	return note
+}
+
 // PinnedPostureProblem re-checks a pinned task's current posture against
 // its pin on every reconcile: a task edited to unattended after admission
 // runs only if the configuration it was admitted under allows that. A later

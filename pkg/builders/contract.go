@@ -95,9 +95,9 @@ const (
 // bugs of the original operator that caliban never reads;
 // CALIBAN_CONTROL_TLS_CA and CALIBAN_CONTROL_TLS_SERVER_NAME are caliband's
 // own outputs to its workers, and publishing them in the pod env would shadow
-// what argv already says. CALIBAN_WORKSPACE_ROOT is the operator's own
-// setting, not caliband's.
-var DeadEnvNames = []string{
+// what argv already says; so are the WorkerEnvNames at the end.
+// CALIBAN_WORKSPACE_ROOT is the operator's own setting, not caliband's.
+var DeadEnvNames = append([]string{
 	"GONZALO_ENDPOINT",
 	"CALIBAN_ROUTER_CONFIG_REF",
 	"CALIBAN_PROVIDER_BASE_URL",
@@ -108,6 +108,17 @@ var DeadEnvNames = []string{
 	"CALIBAN_WORKSPACE_SOURCES",
 	"CALIBAN_CONTROL_TLS_CA",
 	"CALIBAN_CONTROL_TLS_SERVER_NAME",
+}, WorkerEnvNames...)
+
+// WorkerEnvNames are the variables caliband sets for each worker it spawns.
+// A pod-wide value would stand in for every worker's own; the Workspace
+// schema refuses them too (pkg/apis, WorkspaceSpec.Env).
+var WorkerEnvNames = []string{
+	"CALIBAN_AGENT_TLS_CERT",
+	"CALIBAN_AGENT_TLS_KEY",
+	"CALIBAN_AGENT_TOKEN",
+	"CALIBAN_CONTROL_ENDPOINT",
+	"CALIBAN_CONTROL_TOKEN",
 }
 
 // ProviderEnv returns the base-URL and API-key variable names for a

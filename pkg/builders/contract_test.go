@@ -116,6 +116,11 @@ func TestDeadEnvNames(t *testing.T) {
 		"CALIBAN_WORKSPACE_SOURCES",
 		"CALIBAN_CONTROL_TLS_CA",
 		"CALIBAN_CONTROL_TLS_SERVER_NAME",
+		"CALIBAN_AGENT_TLS_CERT",
+		"CALIBAN_AGENT_TLS_KEY",
+		"CALIBAN_AGENT_TOKEN",
+		"CALIBAN_CONTROL_ENDPOINT",
+		"CALIBAN_CONTROL_TOKEN",
 	}
 	if diff := cmp.Diff(want, DeadEnvNames); diff != "" {
 		t.Errorf("DeadEnvNames (-want +got):\n%s", diff)

@@ -74,6 +74,7 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 	}
 	if in.Pin != nil {
 		status.PermissionPosture = in.Posture
+		status.RequestedBy = RequestedBy(task)
 		status.StartTime = task.Status.StartTime
 		if status.StartTime == nil && task.Status.ResolvedWorkspace == nil {
 			// Pinned by this pass: the deadline counts from now, which the
@@ -250,6 +251,17 @@ func SandboxServing(st *sandboxv1beta1.SandboxStatus) bool {
 	return st != nil && st.ServiceFQDN != "" && meta.IsStatusConditionTrue(st.Conditions, ConditionReady)
 }
 
+// RequestedBy is who created task, as its pin records it: copied from the
+// annotation the admission component writes when the task is pinned, and
+// kept from then on, as the pin is. A task pinned without the annotation
+// records nobody.
+func RequestedBy(task *calibanv1alpha1.CalibanTask) string {
+	if task.Status.ResolvedWorkspace != nil {
+		return task.Status.RequestedBy
+	}
+	return task.Annotations[calibanv1alpha1.AnnotationRequestedBy]
+}
+
 // TaskStatusChanged reports whether applying desired would change a field
 // the operator owns in current. Conditions other than Ready (prospero's
 // AgentsSettled) never count, so another writer's update cannot make the
@@ -260,6 +272,7 @@ func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool 
 		!apiequality.Semantic.DeepEqual(current.SandboxRef, desired.SandboxRef) ||
 		!apiequality.Semantic.DeepEqual(current.ResolvedWorkspace, desired.ResolvedWorkspace) ||
 		current.PermissionPosture != desired.PermissionPosture ||
+		current.RequestedBy != desired.RequestedBy ||
 		current.ObservedGeneration != desired.ObservedGeneration ||
 		!current.StartTime.Equal(desired.StartTime) ||
 		!current.CompletionTime.Equal(desired.CompletionTime) ||

@@ -325,6 +325,7 @@ func TestTaskStatusChanged(t *testing.T) {
 		"a missing pin is a change":               {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.ResolvedWorkspace = nil }), changed: true},
 		"another posture is a change":             {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.PermissionPosture = "unattended" }), changed: true},
 		"an older observedGeneration is a change": {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.ObservedGeneration = 0 }), changed: true},
+		"another requester is a change":           {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.RequestedBy = "mallory" }), changed: true},
 		"another Ready message is a change": {
 			current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.Conditions[0].Message = "x" }), changed: true,
 		},
@@ -345,6 +346,57 @@ func TestTaskStatusChanged(t *testing.T) {
 			t.Error("a resync would write")
 		}
 	})
+}
+
+func TestTheRequesterIsRecordedWithThePinAndKept(t *testing.T) {
+	annotated := func(who string) func(*calibanv1alpha1.CalibanTask) {
+		return func(t *calibanv1alpha1.CalibanTask) {
+			t.Annotations = map[string]string{calibanv1alpha1.AnnotationRequestedBy: who}
+		}
+	}
+	pinned := func(who string) func(*calibanv1alpha1.CalibanTask) {
+		return func(t *calibanv1alpha1.CalibanTask) {
+			t.Status.ResolvedWorkspace, t.Status.PermissionPosture, t.Status.RequestedBy = fxPin(), "supervised", who
+			t.Status.StartTime = &tEarlier
+		}
+	}
+	tests := map[string]struct {
+		task *calibanv1alpha1.CalibanTask
+		pin  *calibanv1alpha1.ResolvedWorkspace
+		want string
+	}{
+		"a task pinned by this pass records its annotation":               {task: fxTask(annotated("alice")), pin: fxPin(), want: "alice"},
+		"a task pinned without the annotation records nobody":             {task: fxTask(), pin: fxPin(), want: ""},
+		"a task waiting for its Workspace records nothing yet":            {task: fxTask(annotated("alice")), want: ""},
+		"a pinned task keeps its record when the annotation changes":      {task: fxTask(pinned("alice"), annotated("mallory")), pin: fxPin(), want: "alice"},
+		"a task pinned before the record existed does not take one later": {task: fxTask(pinned(""), annotated("mallory")), pin: fxPin(), want: ""},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.pin, Posture: "supervised", Now: tNow}, config.DefaultAgentSettings())
+			if got.RequestedBy != tc.want {
+				t.Errorf("requestedBy %q, want %q", got.RequestedBy, tc.want)
+			}
+		})
+	}
+}
+
+func TestUnattendedAdmittedNote(t *testing.T) {
+	tests := map[string]struct {
+		requestedBy, want string
+	}{
+		"it names the Workspace and who asked": {requestedBy: "alice",
+			want: "admitted unattended: the configuration pinned from workspace 'trusting' sets agentPolicy.allowUnattended; requested by 'alice'"},
+		"without a record it names the Workspace only": {
+			want: "admitted unattended: the configuration pinned from workspace 'trusting' sets agentPolicy.allowUnattended"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := UnattendedAdmittedNote("trusting", tc.requestedBy); got != tc.want {
+				t.Errorf("note %q, want %q", got, tc.want)
+			}
+		})
+	}
 }
 
 func mutate(s calibanv1alpha1.CalibanTaskStatus, f func(*calibanv1alpha1.CalibanTaskStatus)) calibanv1alpha1.CalibanTaskStatus {

@@ -263,6 +263,12 @@ func TestValidateWorkspace(t *testing.T) {
 			}),
 			problem: "env[0]: 'GONZALO_ENDPOINT' must not be set in agent pods (caliban does not read it, or caliband sets it for its workers)",
 		},
+		"env naming a variable caliband sets for its workers fails, naming the entry": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}, {Name: "CALIBAN_AGENT_TOKEN", Value: "t"}}
+			}),
+			problem: "env[1]: 'CALIBAN_AGENT_TOKEN' must not be set in agent pods (caliban does not read it, or caliband sets it for its workers)",
+		},
 		"an env name with '=' fails, as a Pod's would": {
 			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "A", Value: "1"}, {Name: "A=B", Value: "2"}}

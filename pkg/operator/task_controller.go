@@ -516,8 +516,7 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 	// that follows an allowed edit), whatever else that write says: a state
 	// problem fixed later must not lose the news.
 	if desired.PermissionPosture == calibanv1alpha1.PostureUnattended && task.Status.PermissionPosture != desired.PermissionPosture {
-		c.recorder.Event(task, corev1.EventTypeNormal, EventUnattendedAdmitted, "Admit",
-			fmt.Sprintf("admitted unattended: the configuration pinned from workspace '%s' sets agentPolicy.allowUnattended", task.Spec.WorkspaceRef.Name))
+		c.recorder.Event(task, corev1.EventTypeNormal, EventUnattendedAdmitted, "Admit", builders.UnattendedAdmittedNote(task.Spec.WorkspaceRef.Name, desired.RequestedBy))
 	}
 	if warning := warningOf(in, newReady); warning != "" && newReady != nil {
 		if oldReady == nil || oldReady.Reason != newReady.Reason || oldReady.Message != newReady.Message || task.Status.Phase != desired.Phase {

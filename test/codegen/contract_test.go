@@ -12,6 +12,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -165,6 +166,23 @@ func TestConditionListsAreMapsKeyedByType(t *testing.T) {
 		}
 		if s.XListType == nil || *s.XListType != "map" || !cmp.Equal(s.XListMapKeys, []string{"type"}) {
 			t.Errorf("%s: status.conditions list type %v keys %v, want map keyed by type", crd, s.XListType, s.XListMapKeys)
+		}
+	}
+}
+
+// TestTheSchemaRefusesExactlyTheWorkerVariables keeps the Workspace env
+// rule, a literal list in a marker, and the operator's list of caliband's
+// worker variables the same.
+func TestTheSchemaRefusesExactlyTheWorkerVariables(t *testing.T) {
+	env, _, ok := lookup(loadSchema(t, "caliban.caliban-ai.dev_workspaces.yaml"), "spec.env")
+	if !ok || len(env.XValidations) != 1 {
+		t.Fatalf("want exactly one rule on spec.env, got %+v", env)
+	}
+	rule := env.XValidations[0]
+	list := "['" + strings.Join(builders.WorkerEnvNames, "', '") + "']"
+	for what, expr := range map[string]string{"rule": rule.Rule, "messageExpression": rule.MessageExpression} {
+		if !strings.Contains(expr, "e.name in "+list) {
+			t.Errorf("the %s %q does not test e.name in %s", what, expr, list)
 		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 )
@@ -171,6 +172,28 @@ func (c *Cluster) Apply(ctx context.Context, namespace string, objs ...*unstruct
 		}
 		if applyErr != nil {
 			return fmt.Errorf("applying %s %s: %w", gvk.Kind, obj.GetName(), applyErr)
+		}
+	}
+	return nil
+}
+
+// Remove deletes objects as `kubectl delete` would, in reverse order; an
+// object already gone is not an error.
+func (c *Cluster) Remove(ctx context.Context, objs ...*unstructured.Unstructured) error {
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(c.Kube.Discovery()))
+	for i := len(objs) - 1; i >= 0; i-- {
+		obj := objs[i]
+		gvk := obj.GroupVersionKind()
+		mapping, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		var ri dynamic.ResourceInterface = c.Dynamic.Resource(mapping.Resource)
+		if mapping.Scope.Name() == meta.RESTScopeNameNamespace {
+			ri = c.Dynamic.Resource(mapping.Resource).Namespace(obj.GetNamespace())
+		}
+		if err := ri.Delete(ctx, obj.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting %s %s: %w", gvk.Kind, obj.GetName(), err)
 		}
 	}
 	return nil

@@ -455,6 +455,13 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 							Format:      "",
 						},
 					},
+					"requestedBy": {
+						SchemaProps: spec.SchemaProps{
+							Description: "requestedBy is who created the task: the annotation caliban.caliban-ai.dev/requested-by, copied when the task is pinned. Only the admission component (manifests/admission) makes it a record nobody can forge; without it, it is whatever the creator wrote.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"observedGeneration": {
 						SchemaProps: spec.SchemaProps{
 							Description: "observedGeneration is the metadata.generation this status reflects.",
@@ -1254,7 +1261,7 @@ func schema_pkg_apis_caliban_v1alpha1_WorkspaceSpec(ref common.ReferenceCallback
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "env is non-secret environment for every agent pod.",
+							Description: "env is non-secret environment for every agent pod. It may not name a variable caliband sets for the workers it spawns.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -214,6 +214,10 @@ func schemaRejections() map[string]rejection {
 			obj:   at(fullWorkspace(), "spec.env[0].name", "A\nB"),
 			field: "spec.env[0].name", class: classPattern, message: msgEnvName,
 		},
+		"an env entry naming a variable caliband sets for its workers is rejected, naming it": {
+			obj:   at(fullWorkspace(), "spec.env[0].name", "CALIBAN_CONTROL_TOKEN"),
+			field: "spec.env", class: classRule, message: "env: CALIBAN_CONTROL_TOKEN is set by caliband for the workers it spawns and cannot be set in a Workspace",
+		},
 		"a workspace runtimeClass in upper case is rejected": {
 			obj:   at(fullWorkspace(), "spec.isolation.runtimeClass", "gVisor"),
 			field: "spec.isolation.runtimeClass", class: classRule, message: msgRuntimeClass,

@@ -24,6 +24,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -92,18 +93,7 @@ func workspaceSpec() calibanv1alpha1.WorkspaceSpec {
 // mutate.
 func createWorkspace(t testing.TB, ns, name string, mutate ...func(*calibanv1alpha1.WorkspaceSpec)) *calibanv1alpha1.Workspace {
 	t.Helper()
-	spec := workspaceSpec()
-	for _, m := range mutate {
-		m(&spec)
-	}
-	ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Create(ctx, &calibanv1alpha1.Workspace{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       spec,
-	}, metav1.CreateOptions{FieldManager: framework.FieldManager})
-	if err != nil {
-		t.Fatalf("creating Workspace %s/%s: %v", ns, name, err)
-	}
-	return ws
+	return createAs(t, cluster.Caliban, newWorkspace(ns, name, mutate...))
 }
 
 // createReadyWorkspace creates a workspace (its Secret must exist) and
@@ -118,6 +108,25 @@ func createReadyWorkspace(t testing.TB, ns, name string, mutate ...func(*caliban
 // mutate.
 func createTask(t testing.TB, ns, name, ws string, mutate ...func(*calibanv1alpha1.CalibanTaskSpec)) *calibanv1alpha1.CalibanTask {
 	t.Helper()
+	return createAs(t, cluster.Caliban, newTask(ns, name, ws, mutate...))
+}
+
+func allowUnattended(spec *calibanv1alpha1.WorkspaceSpec) {
+	spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
+}
+
+// workspace is the test Workspace name, from workspaceSpec changed by
+// mutate.
+func newWorkspace(ns, name string, mutate ...func(*calibanv1alpha1.WorkspaceSpec)) *calibanv1alpha1.Workspace {
+	spec := workspaceSpec()
+	for _, m := range mutate {
+		m(&spec)
+	}
+	return &calibanv1alpha1.Workspace{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+}
+
+// task is the supervised test task name on Workspace ws, changed by mutate.
+func newTask(ns, name, ws string, mutate ...func(*calibanv1alpha1.CalibanTaskSpec)) *calibanv1alpha1.CalibanTask {
 	spec := calibanv1alpha1.CalibanTaskSpec{
 		WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: ws},
 		Task:         calibanv1alpha1.TaskDefinition{Prompt: "Summarise the repository layout in README form."},
@@ -125,14 +134,31 @@ func createTask(t testing.TB, ns, name, ws string, mutate ...func(*calibanv1alph
 	for _, m := range mutate {
 		m(&spec)
 	}
-	task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, &calibanv1alpha1.CalibanTask{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       spec,
-	}, metav1.CreateOptions{FieldManager: framework.FieldManager})
-	if err != nil {
-		t.Fatalf("creating CalibanTask %s/%s: %v", ns, name, err)
+	return &calibanv1alpha1.CalibanTask{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: spec}
+}
+
+// createAs creates a task or a Workspace through client and fails the test
+// if it is refused.
+func createAs[T *calibanv1alpha1.CalibanTask | *calibanv1alpha1.Workspace](t testing.TB, client calibanclient.Interface, obj T) T {
+	t.Helper()
+	var (
+		out  any
+		kind string
+		meta metav1.ObjectMeta
+		err  error
+	)
+	switch o := any(obj).(type) {
+	case *calibanv1alpha1.CalibanTask:
+		kind, meta = "CalibanTask", o.ObjectMeta
+		out, err = client.CalibanV1alpha1().CalibanTasks(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldManager: framework.FieldManager})
+	case *calibanv1alpha1.Workspace:
+		kind, meta = "Workspace", o.ObjectMeta
+		out, err = client.CalibanV1alpha1().Workspaces(o.Namespace).Create(ctx, o, metav1.CreateOptions{FieldManager: framework.FieldManager})
 	}
-	return task
+	if err != nil {
+		t.Fatalf("creating %s %s/%s: %v", kind, meta.Namespace, meta.Name, err)
+	}
+	return out.(T)
 }
 
 func unattended(spec *calibanv1alpha1.CalibanTaskSpec) {

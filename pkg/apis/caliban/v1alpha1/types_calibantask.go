@@ -16,6 +16,8 @@ import (
 // +kubebuilder:printcolumn:name=Reason,type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Why the task is in its phase: the Ready condition's reason"
 // +kubebuilder:printcolumn:name=Suspend,type=boolean,JSONPath=`.spec.suspend`,priority=1
 // +kubebuilder:printcolumn:name=Finished,type=date,JSONPath=`.status.completionTime`,priority=1,description="When the task finished: prospero's settle time, or its deadline"
+// +kubebuilder:printcolumn:name=Requested-By,type=string,JSONPath=`.status.requestedBy`,priority=1,description="Who created the task, as the admission component recorded it"
+// +kubebuilder:selectablefield:JSONPath=`.status.permissionPosture`
 
 // CalibanTask is one agent session. The operator admits it against its
 // Workspace, pins the Workspace configuration into status once, and runs
@@ -243,6 +245,12 @@ const (
 // drain timeout has passed.
 const FinalizerDrain = "caliban.caliban-ai.dev/drain"
 
+// AnnotationRequestedBy records who created a task: the user name the API
+// server authenticated. The admission component (manifests/admission)
+// writes it on create and refuses any hand-written value; without the
+// component it is whatever the creator wrote, or absent.
+const AnnotationRequestedBy = "caliban.caliban-ai.dev/requested-by"
+
 // TaskPhase is the lifecycle phase of a CalibanTask.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Running;Suspended;Draining;Completed;Failed
 type TaskPhase string
@@ -293,6 +301,13 @@ type CalibanTaskStatus struct {
 	// permissionPosture is the posture the task was admitted with.
 	// +optional
 	PermissionPosture PermissionPosture `json:"permissionPosture,omitempty"`
+
+	// requestedBy is who created the task: the annotation
+	// caliban.caliban-ai.dev/requested-by, copied when the task is pinned.
+	// Only the admission component (manifests/admission) makes it a record
+	// nobody can forge; without it, it is whatever the creator wrote.
+	// +optional
+	RequestedBy string `json:"requestedBy,omitempty"`
 
 	// observedGeneration is the metadata.generation this status reflects.
 	// +optional

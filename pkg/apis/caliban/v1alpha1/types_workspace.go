@@ -57,10 +57,12 @@ type WorkspaceSpec struct {
 	// +optional
 	DefaultProvider string `json:"defaultProvider,omitempty"`
 
-	// env is non-secret environment for every agent pod.
+	// env is non-secret environment for every agent pod. It may not name a
+	// variable caliband sets for the workers it spawns.
 	// +optional
 	// +kubebuilder:default={}
 	// +listType=atomic
+	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['CALIBAN_AGENT_TLS_CERT', 'CALIBAN_AGENT_TLS_KEY', 'CALIBAN_AGENT_TOKEN', 'CALIBAN_CONTROL_ENDPOINT', 'CALIBAN_CONTROL_TOKEN']))",messageExpression="'env: ' + self.filter(e, e.name in ['CALIBAN_AGENT_TLS_CERT', 'CALIBAN_AGENT_TLS_KEY', 'CALIBAN_AGENT_TOKEN', 'CALIBAN_CONTROL_ENDPOINT', 'CALIBAN_CONTROL_TOKEN'])[0].name + ' is set by caliband for the workers it spawns and cannot be set in a Workspace'",reason=FieldValueForbidden
 	Env []EnvVar `json:"env,omitempty"`
 
 	// isolation is the default isolation for tasks; a task's

@@ -312,6 +312,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: requestedBy
+      type:
+        scalar: string
     - name: resolvedWorkspace
       type:
         namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.ResolvedWorkspace

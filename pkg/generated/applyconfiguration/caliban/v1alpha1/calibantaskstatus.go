@@ -31,6 +31,11 @@ type CalibanTaskStatusApplyConfiguration struct {
 	ResolvedWorkspace *ResolvedWorkspaceApplyConfiguration `json:"resolvedWorkspace,omitempty"`
 	// permissionPosture is the posture the task was admitted with.
 	PermissionPosture *calibanv1alpha1.PermissionPosture `json:"permissionPosture,omitempty"`
+	// requestedBy is who created the task: the annotation
+	// caliban.caliban-ai.dev/requested-by, copied when the task is pinned.
+	// Only the admission component (manifests/admission) makes it a record
+	// nobody can forge; without it, it is whatever the creator wrote.
+	RequestedBy *string `json:"requestedBy,omitempty"`
 	// observedGeneration is the metadata.generation this status reflects.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// startTime is when the task was admitted (pinned); the deadline
@@ -92,6 +97,14 @@ func (b *CalibanTaskStatusApplyConfiguration) WithResolvedWorkspace(value *Resol
 // If called multiple times, the PermissionPosture field is set to the value of the last call.
 func (b *CalibanTaskStatusApplyConfiguration) WithPermissionPosture(value calibanv1alpha1.PermissionPosture) *CalibanTaskStatusApplyConfiguration {
 	b.PermissionPosture = &value
+	return b
+}
+
+// WithRequestedBy sets the RequestedBy field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the RequestedBy field is set to the value of the last call.
+func (b *CalibanTaskStatusApplyConfiguration) WithRequestedBy(value string) *CalibanTaskStatusApplyConfiguration {
+	b.RequestedBy = &value
 	return b
 }
 

@@ -23,7 +23,8 @@ type WorkspaceSpecApplyConfiguration struct {
 	// defaultProvider names the provider a task uses when it sets no
 	// providerRef. Optional when there is exactly one provider.
 	DefaultProvider *string `json:"defaultProvider,omitempty"`
-	// env is non-secret environment for every agent pod.
+	// env is non-secret environment for every agent pod. It may not name a
+	// variable caliband sets for the workers it spawns.
 	Env []EnvVarApplyConfiguration `json:"env,omitempty"`
 	// isolation is the default isolation for tasks; a task's
 	// spec.isolation.runtimeClass overrides it.

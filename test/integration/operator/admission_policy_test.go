@@ -1,0 +1,337 @@
+package operator_test
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// The identities of the admission tests. Both may write tasks and
+// Workspaces in the test's namespace; only alice is in the group the
+// component's default parameters name.
+const (
+	unattendedGroup = "caliban:unattended"
+	alice           = "alice"
+	bob             = "bob"
+)
+
+// TestTheAdmissionComponentGatesUnattendedWork installs manifests/admission
+// as users do, exercises it with impersonated identities against the real
+// API server's admission chain, and removes it again.
+//
+// Not parallel: the component's policies are cluster-wide. go test runs the
+// package's parallel tests only after this one has finished, so it sees no
+// other test's requests, and they never see the component.
+func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
+	ns := cluster.Namespace(t, nil)
+	startOperator(t, "admission", ns)
+	createProviderSecret(t, ns)
+	allowToWriteTasks(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, Name: alice}, rbacv1.Subject{Kind: rbacv1.UserKind, Name: bob},
+		rbacv1.Subject{Kind: rbacv1.UserKind, Name: "carol"}, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "prospero", Namespace: ns})
+	asAlice := clientAs(t, alice, unattendedGroup)
+	asBob := clientAs(t, bob)
+
+	// alice's Workspace allows unattended work; bob's has no agent policy.
+	createAs(t, asAlice, newWorkspace(ns, "trusting", allowUnattended))
+	createAs(t, asBob, newWorkspace(ns, "plain"))
+	waitForWorkspace(t, ns, "trusting", settleTimeout, workspaceReady)
+	waitForWorkspace(t, ns, "plain", settleTimeout, workspaceReady)
+
+	t.Run("without the component, anyone who may write tasks may ask for an unattended one", func(t *testing.T) {
+		createAs(t, asBob, newTask(ns, "before", "trusting", unattended))
+		got := waitForTask(t, ns, "before", settleTimeout, isRunning)
+		if got.Status.PermissionPosture != calibanv1alpha1.PostureUnattended || got.Status.RequestedBy != "" {
+			t.Errorf("posture %q, requestedBy %q; want unattended and nobody recorded", got.Status.PermissionPosture, got.Status.RequestedBy)
+		}
+	})
+
+	component := installAdmission(t)
+	// The API server's policy caches follow the new objects within a
+	// moment; until bob is refused, the component is not in force yet.
+	framework.Eventually(t, settleTimeout, func() error {
+		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended),
+			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil {
+			return errors.New("bob may still ask for an unattended task")
+		}
+		return nil
+	})
+
+	t.Run("a member of caliban:unattended runs an unattended task, and status and the Event name her", func(t *testing.T) {
+		created := createAs(t, asAlice, newTask(ns, "night-shift", "trusting", unattended))
+		if got := created.GetAnnotations()[calibanv1alpha1.AnnotationRequestedBy]; got != alice {
+			t.Errorf("the API server recorded %q as the creator, want %q", got, alice)
+		}
+		got := waitForTask(t, ns, "night-shift", settleTimeout, isRunning)
+		if got.Status.PermissionPosture != calibanv1alpha1.PostureUnattended || got.Status.RequestedBy != alice {
+			t.Errorf("posture %q, requestedBy %q; want unattended, %s", got.Status.PermissionPosture, got.Status.RequestedBy, alice)
+		}
+		waitForEvent(t, ns, "night-shift", corev1.EventTypeNormal, "UnattendedAdmitted", noteContains("'trusting'", "requested by 'alice'"))
+	})
+
+	t.Run("a user outside it is refused an unattended task, with a message naming the field and the group", func(t *testing.T) {
+		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "bobs-night", "trusting", unattended), metav1.CreateOptions{})
+		if err := refused(err, "spec.task.permissionPosture: unattended", "bob may not", "group caliban:unattended"); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("a user outside it may run a supervised task, but not turn it unattended", func(t *testing.T) {
+		createAs(t, asBob, newTask(ns, "day-shift", "trusting"))
+		got := waitForTask(t, ns, "day-shift", settleTimeout, isRunning)
+		if got.Status.PermissionPosture != calibanv1alpha1.PostureSupervised || got.Status.RequestedBy != bob {
+			t.Errorf("posture %q, requestedBy %q; want supervised, %s", got.Status.PermissionPosture, got.Status.RequestedBy, bob)
+		}
+		err := updateAs(asBob, ns, "day-shift", func(tk *calibanv1alpha1.CalibanTask) { unattended(&tk.Spec) })
+		if err := refused(err, "spec.task.permissionPosture: unattended", "bob may not"); err != nil {
+			t.Error(err)
+		}
+		// Editing what the component does not gate passes, also on alice's
+		// unattended task: the posture stays as it was.
+		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Task.AgentType = "reviewer" }); err != nil {
+			t.Errorf("bob could not edit an unattended task's agentType: %v", err)
+		}
+	})
+
+	t.Run("a user outside it is refused every setting that lets agents act unattended", func(t *testing.T) {
+		tests := map[string]struct {
+			policy calibanv1alpha1.AgentPolicy
+			field  string
+		}{
+			"allowUnattended":        {policy: calibanv1alpha1.AgentPolicy{AllowUnattended: true}, field: "spec.agentPolicy.allowUnattended: true"},
+			"permissionMode dontAsk": {policy: calibanv1alpha1.AgentPolicy{PermissionMode: "dontAsk"}, field: "spec.agentPolicy.permissionMode: dontAsk"},
+			"permissionMode bypass":  {policy: calibanv1alpha1.AgentPolicy{PermissionMode: "bypassPermissions"}, field: "spec.agentPolicy.permissionMode: bypassPermissions"},
+			"autoAllow":              {policy: calibanv1alpha1.AgentPolicy{AutoAllow: new(true)}, field: "spec.agentPolicy.autoAllow: true"},
+			"noPermissions":          {policy: calibanv1alpha1.AgentPolicy{NoPermissions: new(true)}, field: "spec.agentPolicy.noPermissions: true"},
+		}
+		for name, tc := range tests {
+			t.Run(name+" on create and on update", func(t *testing.T) {
+				policy := tc.policy
+				_, err := asBob.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "bobs", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy }), metav1.CreateOptions{})
+				if err := refused(err, tc.field, "bob may not", "group caliban:unattended"); err != nil {
+					t.Errorf("create: %v", err)
+				}
+				err = updateWorkspaceAs(asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy })
+				if err := refused(err, tc.field, "bob may not"); err != nil {
+					t.Errorf("update: %v", err)
+				}
+			})
+		}
+		// What is already set may stay set: bob edits alice's Workspace.
+		if err := updateWorkspaceAs(asBob, ns, "trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by bob" }); err != nil {
+			t.Errorf("bob could not edit a Workspace that allows unattended work, leaving that as it was: %v", err)
+		}
+		// A supervised setting is nobody's privilege.
+		if err := updateWorkspaceAs(asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) {
+			s.AgentPolicy = &calibanv1alpha1.AgentPolicy{PermissionMode: "acceptEdits", NoMCP: new(true)}
+		}); err != nil {
+			t.Errorf("bob could not set supervised agent-policy settings: %v", err)
+		}
+	})
+
+	t.Run("the record of who asked cannot be forged or rewritten", func(t *testing.T) {
+		forged := newTask(ns, "forged", "plain")
+		forged.Annotations = map[string]string{calibanv1alpha1.AnnotationRequestedBy: alice}
+		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, forged, metav1.CreateOptions{})
+		if err := refused(err, "metadata.annotations[caliban.caliban-ai.dev/requested-by]", "(bob)", "remove the annotation"); err != nil {
+			t.Errorf("forging on create: %v", err)
+		}
+		for _, who := range []struct {
+			name   string
+			client calibanclient.Interface
+		}{{bob, asBob}, {alice, asAlice}} {
+			err := updateAs(who.client, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
+				tk.Annotations[calibanv1alpha1.AnnotationRequestedBy] = who.name + "-instead"
+			})
+			if err := refused(err, "metadata.annotations[caliban.caliban-ai.dev/requested-by]", "(alice)", "cannot be changed"); err != nil {
+				t.Errorf("%s rewriting the record: %v", who.name, err)
+			}
+		}
+		// A replace that drops the record does not erase it.
+		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
+			delete(tk.Annotations, calibanv1alpha1.AnnotationRequestedBy)
+		}); err != nil {
+			t.Fatalf("an update without the record: %v", err)
+		}
+		got, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, "night-shift", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec := got.Annotations[calibanv1alpha1.AnnotationRequestedBy]; rec != alice {
+			t.Errorf("after an update without it the record is %q, want %q", rec, alice)
+		}
+	})
+
+	t.Run("the parameters name ServiceAccounts, and a namespace's own key replaces the cluster-wide one", func(t *testing.T) {
+		setParameters(t, map[string]string{
+			"groups":          unattendedGroup,
+			"serviceAccounts": ns + ":prospero",
+			ns + ".groups":    "team-leads",
+		})
+		asProspero := clientAs(t, "system:serviceaccount:"+ns+":prospero", "system:serviceaccounts", "system:serviceaccounts:"+ns)
+		asCarol := clientAs(t, "carol", "team-leads")
+		// The parameters reach the API server's cache within a moment.
+		framework.Eventually(t, settleTimeout, func() error {
+			_, err := asCarol.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended),
+				metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		})
+		createAs(t, asProspero, newTask(ns, "from-prospero", "trusting", unattended))
+		got := waitForTask(t, ns, "from-prospero", settleTimeout, isRunning)
+		if want := "system:serviceaccount:" + ns + ":prospero"; got.Status.RequestedBy != want {
+			t.Errorf("requestedBy %q, want %q", got.Status.RequestedBy, want)
+		}
+		_, err := asAlice.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "alice-again", "trusting", unattended), metav1.CreateOptions{})
+		if err := refused(err, "alice may not", "group team-leads", "ServiceAccount "+ns+":prospero"); err != nil {
+			t.Errorf("alice, in the cluster-wide group only, in a namespace with its own groups: %v", err)
+		}
+	})
+
+	removeAdmission(t, component)
+	t.Run("removing the component restores the behaviour without it", func(t *testing.T) {
+		framework.Eventually(t, settleTimeout, func() error {
+			_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "after", "trusting", unattended), metav1.CreateOptions{})
+			return err
+		})
+		got := waitForTask(t, ns, "after", settleTimeout, isRunning)
+		if got.Status.PermissionPosture != calibanv1alpha1.PostureUnattended {
+			t.Errorf("posture %q, want unattended", got.Status.PermissionPosture)
+		}
+	})
+}
+
+// installAdmission applies manifests/admission as
+// `kubectl apply --server-side -k manifests/admission` would, and removes
+// it when the test ends if the test has not.
+func installAdmission(t *testing.T) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := framework.Kustomize(cluster.Root, filepath.Join("manifests", "admission"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Apply(ctx, "", objs...); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Remove(ctx, objs...) })
+	return objs
+}
+
+// removeAdmission deletes the component as `kubectl delete -k` would.
+func removeAdmission(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	if err := cluster.Remove(ctx, objs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setParameters replaces the data of the component's parameters.
+func setParameters(t *testing.T, data map[string]string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := cluster.Kube.CoreV1().ConfigMaps(framework.OperatorNamespace).Get(ctx, "caliban-unattended", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cm.Data = data
+		_, err = cluster.Kube.CoreV1().ConfigMaps(framework.OperatorNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("setting the admission parameters: %v", err)
+	}
+}
+
+// allowToWriteTasks lets subjects write tasks and Workspaces in ns, the
+// access the component is meant to refine.
+func allowToWriteTasks(t *testing.T, ns string, subjects ...rbacv1.Subject) {
+	t.Helper()
+	role := &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "task-writer"},
+		Rules: []rbacv1.PolicyRule{{
+			APIGroups: []string{calibanv1alpha1.SchemeGroupVersion.Group},
+			Resources: []string{"calibantasks", "workspaces"},
+			Verbs:     []string{"get", "list", "watch", "create", "update", "patch", "delete"},
+		}},
+	}
+	if _, err := cluster.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "task-writers"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects:   subjects,
+	}
+	if _, err := cluster.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// clientAs is a caliban client that the API server authenticates as user,
+// a member of groups (and system:authenticated).
+func clientAs(t *testing.T, user string, groups ...string) calibanclient.Interface {
+	t.Helper()
+	cfg := rest.CopyConfig(cluster.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: append(groups, "system:authenticated")}
+	c, err := calibanclient.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// updateAs reads a task and updates it, changed by mutate, through client.
+func updateAs(client calibanclient.Interface, ns, name string, mutate func(*calibanv1alpha1.CalibanTask)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tk, err := client.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(tk)
+		_, err = client.CalibanV1alpha1().CalibanTasks(ns).Update(ctx, tk, metav1.UpdateOptions{FieldManager: framework.FieldManager})
+		return err
+	})
+}
+
+// updateWorkspaceAs is updateAs for a Workspace's spec.
+func updateWorkspaceAs(client calibanclient.Interface, ns, name string, mutate func(*calibanv1alpha1.WorkspaceSpec)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ws, err := client.CalibanV1alpha1().Workspaces(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		mutate(&ws.Spec)
+		_, err = client.CalibanV1alpha1().Workspaces(ns).Update(ctx, ws, metav1.UpdateOptions{FieldManager: framework.FieldManager})
+		return err
+	})
+}
+
+// refused checks that err is an admission policy's Forbidden answer whose
+// message says every one of want.
+func refused(err error, want ...string) error {
+	if err == nil {
+		return errors.New("the API server accepted the request")
+	}
+	if !apierrors.IsForbidden(err) {
+		return fmt.Errorf("want a Forbidden refusal, got %v", err)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			return fmt.Errorf("refusal %q does not say %q", err.Error(), w)
+		}
+	}
+	return nil
+}
