@@ -159,9 +159,10 @@ func providerEnvPrefix(kind string) string {
 	return b.String()
 }
 
-// operatorOwnedFixed are the names the operator may set in every pod,
-// whatever the providers.
-var operatorOwnedFixed = []string{
+// OperatorEnvNames are the names the operator may set in every pod,
+// whatever the providers. The Workspace schema refuses them in env too
+// (pkg/apis, WorkspaceSpec.Env).
+var OperatorEnvNames = []string{
 	EnvDaemonToken,
 	EnvProvider,
 	EnvRouterConfig,
@@ -179,7 +180,7 @@ var operatorOwnedFixed = []string{
 // agentPolicy variables are not owned in this sense: a Workspace env entry
 // may name one, and the typed value wins.
 func OperatorOwnedEnv(name string, providerKinds []string) bool {
-	if slices.Contains(operatorOwnedFixed, name) {
+	if slices.Contains(OperatorEnvNames, name) {
 		return true
 	}
 	for _, kind := range providerKinds {

@@ -130,7 +130,7 @@ func TestDeadEnvNames(t *testing.T) {
 	emitted := append([]string{
 		EnvDefaultPermissionMode, EnvAutoAllow, EnvNoPermissions, EnvNoMCP, EnvNoHooks, EnvNoSkills,
 		EnvNoSubAgent, EnvStrictKnownMarketplaces, EnvEnabledPlugins, EnvBlockedMarketplaces, EnvParallelToolLimit,
-	}, operatorOwnedFixed...)
+	}, OperatorEnvNames...)
 	for _, kind := range []string{"anthropic", "openai", "google", "azure"} {
 		b, k := ProviderEnv(kind)
 		emitted = append(emitted, b, k)

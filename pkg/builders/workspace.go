@@ -268,7 +268,7 @@ func providerKindProblem(providers []calibanv1alpha1.Provider) string {
 	for i, p := range providers {
 		baseURL, apiKey := ProviderEnv(p.Kind)
 		for _, name := range []string{baseURL, apiKey} {
-			if slices.Contains(DeadEnvNames, name) || slices.Contains(reservedNames, name) {
+			if slices.Contains(DeadEnvNames, name) || slices.Contains(OperatorEnvNames, name) {
 				return fmt.Sprintf("providers[%d] '%s': kind '%s' would set %s, which the agent pod must not carry; use a different kind", i, p.Name, p.Kind, name)
 			}
 		}
@@ -315,8 +315,6 @@ func secretNameProblem(name string) string {
 	return "is not a valid Secret name: it must be " + subdomainRule
 }
 
-// reservedNames are operator-set variables a provider kind could spell.
-var reservedNames = []string{EnvDaemonToken, EnvProvider, EnvRouterConfig, EnvStorageSubstrate, EnvStorageRemoteURL, EnvStorageRemoteTokenEnv, EnvGonzaloToken}
 
 func findProvider(providers []calibanv1alpha1.Provider, name string) *calibanv1alpha1.Provider {
 	for i := range providers {

@@ -170,20 +170,24 @@ func TestConditionListsAreMapsKeyedByType(t *testing.T) {
 	}
 }
 
-// TestTheSchemaRefusesExactlyTheWorkerVariables keeps the Workspace env
-// rule, a literal list in a marker, and the operator's list of caliband's
-// worker variables the same.
-func TestTheSchemaRefusesExactlyTheWorkerVariables(t *testing.T) {
-	env, _, ok := lookup(loadSchema(t, "caliban.caliban-ai.dev_workspaces.yaml"), "spec.env")
-	if !ok || len(env.XValidations) != 1 {
-		t.Fatalf("want exactly one rule on spec.env, got %+v", env)
+// TestTheSchemaRefusesTheReservedNames keeps the Workspace env rules,
+// literal lists in markers, and the operator's lists of its own variables
+// and caliband's worker variables the same.
+func TestTheSchemaRefusesTheReservedNames(t *testing.T) {
+	entry, _, ok := lookup(loadSchema(t, "caliban.caliban-ai.dev_workspaces.yaml"), "spec.env[]")
+	if !ok {
+		t.Fatal("no spec.env entries in the Workspace schema")
 	}
-	rule := env.XValidations[0]
-	list := "['" + strings.Join(builders.WorkerEnvNames, "', '") + "']"
-	for what, expr := range map[string]string{"rule": rule.Rule, "messageExpression": rule.MessageExpression} {
-		if !strings.Contains(expr, "e.name in "+list) {
-			t.Errorf("the %s %q does not test e.name in %s", what, expr, list)
-		}
+	var rules []string
+	for _, v := range entry.XValidations {
+		rules = append(rules, v.Rule)
+	}
+	var want []string
+	for _, names := range [][]string{builders.OperatorEnvNames, builders.WorkerEnvNames} {
+		want = append(want, "!(self.name in ['"+strings.Join(names, "', '")+"'])")
+	}
+	if diff := cmp.Diff(want, rules); diff != "" {
+		t.Errorf("the rules on a spec.env entry (-want +got):\n%s", diff)
 	}
 }
 

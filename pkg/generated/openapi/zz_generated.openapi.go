@@ -1261,7 +1261,7 @@ func schema_pkg_apis_caliban_v1alpha1_WorkspaceSpec(ref common.ReferenceCallback
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "env is non-secret environment for every agent pod. It may not name a variable caliband sets for the workers it spawns.",
+							Description: "env is non-secret environment for every agent pod. It may not name a variable the operator sets itself or caliband sets for the workers it spawns (the provider's variables depend on the providers, and are checked by the operator).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -281,8 +281,8 @@ func TestKubectlColumns(t *testing.T) {
 		"kubectl get cws shows Phase and Age, and Message when wide": {
 			resource: "workspaces", columns: []string{"Name", "Phase", "Age"}, wide: []string{"Message"},
 		},
-		"kubectl get ctask shows Phase, Posture and Age, and Endpoint, Reason, Suspend and Finished when wide": {
-			resource: "calibantasks", columns: []string{"Name", "Phase", "Posture", "Age"}, wide: []string{"Endpoint", "Reason", "Suspend", "Finished"},
+		"kubectl get ctask shows Phase, Posture and Age, and Endpoint, Reason, Suspend, Finished and Requested-By when wide": {
+			resource: "calibantasks", columns: []string{"Name", "Phase", "Posture", "Age"}, wide: []string{"Endpoint", "Reason", "Suspend", "Finished", "Requested-By"},
 		},
 	}
 	for name, tc := range tests {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,6 +82,19 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			t.Errorf("posture %q, requestedBy %q; want unattended, %s", got.Status.PermissionPosture, got.Status.RequestedBy, alice)
 		}
 		waitForEvent(t, ns, "night-shift", corev1.EventTypeNormal, "UnattendedAdmitted", noteContains("'trusting'", "requested by 'alice'"))
+
+		// docs/security.md's query: the unattended tasks, by field selector.
+		list, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).List(ctx, metav1.ListOptions{FieldSelector: "status.permissionPosture=unattended"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tk := range list.Items {
+			names = append(names, tk.Name+" by "+tk.Status.RequestedBy)
+		}
+		if diff := cmp.Diff([]string{"before by ", "night-shift by alice"}, names); diff != "" {
+			t.Errorf("unattended tasks (-want +got):\n%s", diff)
+		}
 	})
 
 	t.Run("a user outside it is refused an unattended task, with a message naming the field and the group", func(t *testing.T) {

@@ -58,11 +58,14 @@ type WorkspaceSpec struct {
 	DefaultProvider string `json:"defaultProvider,omitempty"`
 
 	// env is non-secret environment for every agent pod. It may not name a
-	// variable caliband sets for the workers it spawns.
+	// variable the operator sets itself or caliband sets for the workers it
+	// spawns (the provider's variables depend on the providers, and are
+	// checked by the operator).
 	// +optional
 	// +kubebuilder:default={}
 	// +listType=atomic
-	// +kubebuilder:validation:XValidation:rule="self.all(e, !(e.name in ['CALIBAN_AGENT_TLS_CERT', 'CALIBAN_AGENT_TLS_KEY', 'CALIBAN_AGENT_TOKEN', 'CALIBAN_CONTROL_ENDPOINT', 'CALIBAN_CONTROL_TOKEN']))",messageExpression="'env: ' + self.filter(e, e.name in ['CALIBAN_AGENT_TLS_CERT', 'CALIBAN_AGENT_TLS_KEY', 'CALIBAN_AGENT_TOKEN', 'CALIBAN_CONTROL_ENDPOINT', 'CALIBAN_CONTROL_TOKEN'])[0].name + ' is set by caliband for the workers it spawns and cannot be set in a Workspace'",reason=FieldValueForbidden
+	// +kubebuilder:validation:items:XValidation:rule="!(self.name in ['CALIBAN_DAEMON_TOKEN', 'CALIBAN_PROVIDER', 'CALIBAN_ROUTER_CONFIG', 'CALIBAN_STORAGE_SUBSTRATE', 'CALIBAN_STORAGE_REMOTE_URL', 'CALIBAN_STORAGE_REMOTE_TOKEN_ENV', 'GONZALO_TOKEN'])",messageExpression="self.name + ' is set by the operator itself and cannot be set in a Workspace'",reason=FieldValueForbidden
+	// +kubebuilder:validation:items:XValidation:rule="!(self.name in ['CALIBAN_AGENT_TLS_CERT', 'CALIBAN_AGENT_TLS_KEY', 'CALIBAN_AGENT_TOKEN', 'CALIBAN_CONTROL_ENDPOINT', 'CALIBAN_CONTROL_TOKEN'])",messageExpression="self.name + ' is set by caliband for the workers it spawns and cannot be set in a Workspace'",reason=FieldValueForbidden
 	Env []EnvVar `json:"env,omitempty"`
 
 	// isolation is the default isolation for tasks; a task's

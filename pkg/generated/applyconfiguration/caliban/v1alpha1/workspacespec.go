@@ -24,7 +24,9 @@ type WorkspaceSpecApplyConfiguration struct {
 	// providerRef. Optional when there is exactly one provider.
 	DefaultProvider *string `json:"defaultProvider,omitempty"`
 	// env is non-secret environment for every agent pod. It may not name a
-	// variable caliband sets for the workers it spawns.
+	// variable the operator sets itself or caliband sets for the workers it
+	// spawns (the provider's variables depend on the providers, and are
+	// checked by the operator).
 	Env []EnvVarApplyConfiguration `json:"env,omitempty"`
 	// isolation is the default isolation for tasks; a task's
 	// spec.isolation.runtimeClass overrides it.
