@@ -315,7 +315,6 @@ func secretNameProblem(name string) string {
 	return "is not a valid Secret name: it must be " + subdomainRule
 }
 
-
 func findProvider(providers []calibanv1alpha1.Provider, name string) *calibanv1alpha1.Provider {
 	for i := range providers {
 		if providers[i].Name == name {
