@@ -107,13 +107,17 @@ func (c *Cluster) AgentSandboxRunning() bool {
 	}
 }
 
+// waitNodesReady waits for kwok to play the node Stages. Two minutes, not
+// one: on a loaded two-core machine (a CI run beside another test cluster)
+// kwok has once taken longer than a minute to load its Stages.
 func (c *Cluster) waitNodesReady(ctx context.Context, n int) error {
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
 		nodes, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		ready := 0
+		seen, ready := 0, 0
 		if err == nil {
+			seen = len(nodes.Items)
 			for _, node := range nodes.Items {
 				for _, cond := range node.Status.Conditions {
 					if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
@@ -127,7 +131,8 @@ func (c *Cluster) waitNodesReady(ctx context.Context, n int) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%d of %d kwok nodes Ready after a minute (last error: %v)", ready, n, err)
+			return fmt.Errorf("%d of %d kwok nodes Ready after two minutes (%d nodes exist; last error: %v); kwok's log is kwok-controller.log in the component logs",
+				ready, n, seen, err)
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

@@ -61,16 +61,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 	})
 
 	component := installAdmission(t)
-	// The API server's policy caches follow the new objects within a
-	// moment; until bob is refused, the component is not in force yet.
-	framework.Eventually(t, settleTimeout, func() error {
-		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended),
-			metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil {
-			return errors.New("bob may still ask for an unattended task")
-		}
-		return nil
-	})
+	waitForAdmission(t, ns, asAlice, asBob)
 
 	t.Run("a member of caliban:unattended runs an unattended task, and status and the Event name her", func(t *testing.T) {
 		created := createAs(t, asAlice, newTask(ns, "night-shift", "trusting", unattended))
@@ -135,7 +126,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 		for name, tc := range tests {
 			t.Run(name+" on create and on update", func(t *testing.T) {
 				policy := tc.policy
-				_, err := asBob.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "bobs", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy }), metav1.CreateOptions{})
+				_, err := asBob.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "bobs-"+strings.ToLower(strings.ReplaceAll(name, " ", "-")), func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy }), metav1.CreateOptions{})
 				if err := refused(err, tc.field, "bob may not", "group caliban:unattended"); err != nil {
 					t.Errorf("create: %v", err)
 				}
@@ -233,6 +224,11 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 // it when the test ends if the test has not.
 func installAdmission(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	// The operator's manifests come first; they create caliban-system,
+	// where the parameters live.
+	if err := cluster.InstallOperatorIdentity(ctx); err != nil {
+		t.Fatal(err)
+	}
 	objs, err := framework.Kustomize(cluster.Root, filepath.Join("manifests", "admission"))
 	if err != nil {
 		t.Fatal(err)
@@ -242,6 +238,34 @@ func installAdmission(t *testing.T) []*unstructured.Unstructured {
 	}
 	t.Cleanup(func() { _ = cluster.Remove(ctx, objs...) })
 	return objs
+}
+
+// waitForAdmission waits until the component is in force in every part
+// the tests rely on: the API server loads new policies, their parameters
+// and the custom kinds they name into its caches within moments, answering
+// meanwhile with allowances or "kind not found" refusals. Dry runs change
+// nothing.
+func waitForAdmission(t *testing.T, ns string, asAlice, asBob calibanclient.Interface) {
+	t.Helper()
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	framework.Eventually(t, settleTimeout, func() error {
+		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended), dryRun)
+		if err := refused(err, "bob may not"); err != nil {
+			return fmt.Errorf("bob's unattended task: %w", err)
+		}
+		_, err = asBob.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "probe", allowUnattended), dryRun)
+		if err := refused(err, "bob may not"); err != nil {
+			return fmt.Errorf("bob's unattended Workspace: %w", err)
+		}
+		tk, err := asAlice.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended), dryRun)
+		if err != nil {
+			return fmt.Errorf("alice's unattended task: %w", err)
+		}
+		if got := tk.Annotations[calibanv1alpha1.AnnotationRequestedBy]; got != alice {
+			return fmt.Errorf("alice's task is recorded as requested by %q", got)
+		}
+		return nil
+	})
 }
 
 // removeAdmission deletes the component as `kubectl delete -k` would.
