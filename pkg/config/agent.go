@@ -304,15 +304,7 @@ func (p *envParser) positiveQuantity(name string, dst *resource.Quantity) {
 // serverName must be a DNS name because caliband compares it with the
 // serving certificate's SANs; anything else can never verify.
 func (p *envParser) serverName(name string, dst *string) {
-	v, found, _ := p.present(name)
-	if !found {
-		return
-	}
-	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-		p.fail("%s %q is not a DNS name: %s", name, v, strings.Join(errs, "; "))
-		return
-	}
-	*dst = v
+	p.dnsSubdomain(name, dst, "a DNS name")
 }
 
 func (p *envParser) secretKey(name string, dst *string) {

@@ -247,12 +247,18 @@ func (p *envParser) lookupSet(name string) bool {
 }
 
 func (p *envParser) objectName(name string, dst *string) {
+	p.dnsSubdomain(name, dst, "a valid object name")
+}
+
+// dnsSubdomain reads an optional RFC 1123 subdomain; what says what the
+// value is for in the error.
+func (p *envParser) dnsSubdomain(name string, dst *string, what string) {
 	v, found, _ := p.present(name)
 	if !found {
 		return
 	}
 	if errs := validation.IsDNS1123Subdomain(v); len(errs) > 0 {
-		p.fail("%s %q is not a valid object name: %s", name, v, strings.Join(errs, "; "))
+		p.fail("%s %q is not %s: %s", name, v, what, strings.Join(errs, "; "))
 		return
 	}
 	*dst = v
