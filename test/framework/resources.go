@@ -235,11 +235,22 @@ func Eventually(t testing.TB, timeout time.Duration, f func() error) {
 // IsInvalid reports whether err is the apiserver's 422 Invalid answer and
 // every want string appears in its message.
 func IsInvalid(err error, want ...string) error {
+	return answered(err, apierrors.IsInvalid, "an Invalid error", want)
+}
+
+// IsForbidden reports whether err is the apiserver's 403 Forbidden answer
+// (RBAC's or an admission policy's) and every want string appears in its
+// message.
+func IsForbidden(err error, want ...string) error {
+	return answered(err, apierrors.IsForbidden, "a Forbidden refusal", want)
+}
+
+func answered(err error, is func(error) bool, kind string, want []string) error {
 	if err == nil {
-		return errors.New("the apiserver accepted the object")
+		return errors.New("the apiserver accepted the request")
 	}
-	if !apierrors.IsInvalid(err) {
-		return fmt.Errorf("want an Invalid error, got %v", err)
+	if !is(err) {
+		return fmt.Errorf("want %s, got %v", kind, err)
 	}
 	for _, w := range want {
 		if !strings.Contains(err.Error(), w) {

@@ -1,7 +1,6 @@
 package operator_test
 
 import (
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
@@ -90,7 +88,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 
 	t.Run("a user outside it is refused an unattended task, with a message naming the field and the group", func(t *testing.T) {
 		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "bobs-night", "trusting", unattended), metav1.CreateOptions{})
-		if err := refused(err, "spec.task.permissionPosture: unattended", "bob may not", "group caliban:unattended"); err != nil {
+		if err := framework.IsForbidden(err, "spec.task.permissionPosture: unattended", "bob may not", "group caliban:unattended"); err != nil {
 			t.Error(err)
 		}
 	})
@@ -102,7 +100,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			t.Errorf("posture %q, requestedBy %q; want supervised, %s", got.Status.PermissionPosture, got.Status.RequestedBy, bob)
 		}
 		err := updateAs(asBob, ns, "day-shift", func(tk *calibanv1alpha1.CalibanTask) { unattended(&tk.Spec) })
-		if err := refused(err, "spec.task.permissionPosture: unattended", "bob may not"); err != nil {
+		if err := framework.IsForbidden(err, "spec.task.permissionPosture: unattended", "bob may not"); err != nil {
 			t.Error(err)
 		}
 		// Editing what the component does not gate passes, also on alice's
@@ -127,11 +125,11 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			t.Run(name+" on create and on update", func(t *testing.T) {
 				policy := tc.policy
 				_, err := asBob.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "bobs-"+strings.ToLower(strings.ReplaceAll(name, " ", "-")), func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy }), metav1.CreateOptions{})
-				if err := refused(err, tc.field, "bob may not", "group caliban:unattended"); err != nil {
+				if err := framework.IsForbidden(err, tc.field, "bob may not", "group caliban:unattended"); err != nil {
 					t.Errorf("create: %v", err)
 				}
 				err = updateWorkspaceAs(asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy })
-				if err := refused(err, tc.field, "bob may not"); err != nil {
+				if err := framework.IsForbidden(err, tc.field, "bob may not"); err != nil {
 					t.Errorf("update: %v", err)
 				}
 			})
@@ -152,7 +150,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 		forged := newTask(ns, "forged", "plain")
 		forged.Annotations = map[string]string{calibanv1alpha1.AnnotationRequestedBy: alice}
 		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, forged, metav1.CreateOptions{})
-		if err := refused(err, "metadata.annotations[caliban.caliban-ai.dev/requested-by]", "(bob)", "remove the annotation"); err != nil {
+		if err := framework.IsForbidden(err, "metadata.annotations[caliban.caliban-ai.dev/requested-by]", "(bob)", "remove the annotation"); err != nil {
 			t.Errorf("forging on create: %v", err)
 		}
 		for _, who := range []struct {
@@ -162,7 +160,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			err := updateAs(who.client, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
 				tk.Annotations[calibanv1alpha1.AnnotationRequestedBy] = who.name + "-instead"
 			})
-			if err := refused(err, "metadata.annotations[caliban.caliban-ai.dev/requested-by]", "(alice)", "cannot be changed"); err != nil {
+			if err := framework.IsForbidden(err, "metadata.annotations[caliban.caliban-ai.dev/requested-by]", "(alice)", "cannot be changed"); err != nil {
 				t.Errorf("%s rewriting the record: %v", who.name, err)
 			}
 		}
@@ -201,7 +199,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			t.Errorf("requestedBy %q, want %q", got.Status.RequestedBy, want)
 		}
 		_, err := asAlice.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "alice-again", "trusting", unattended), metav1.CreateOptions{})
-		if err := refused(err, "alice may not", "group team-leads", "ServiceAccount "+ns+":prospero"); err != nil {
+		if err := framework.IsForbidden(err, "alice may not", "group team-leads", "ServiceAccount "+ns+":prospero"); err != nil {
 			t.Errorf("alice, in the cluster-wide group only, in a namespace with its own groups: %v", err)
 		}
 	})
@@ -250,11 +248,11 @@ func waitForAdmission(t *testing.T, ns string, asAlice, asBob calibanclient.Inte
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	framework.Eventually(t, settleTimeout, func() error {
 		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended), dryRun)
-		if err := refused(err, "bob may not"); err != nil {
+		if err := framework.IsForbidden(err, "bob may not"); err != nil {
 			return fmt.Errorf("bob's unattended task: %w", err)
 		}
 		_, err = asBob.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "probe", allowUnattended), dryRun)
-		if err := refused(err, "bob may not"); err != nil {
+		if err := framework.IsForbidden(err, "bob may not"); err != nil {
 			return fmt.Errorf("bob's unattended Workspace: %w", err)
 		}
 		tk, err := asAlice.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended), dryRun)
@@ -355,21 +353,4 @@ func updateWorkspaceAs(client calibanclient.Interface, ns, name string, mutate f
 		_, err = client.CalibanV1alpha1().Workspaces(ns).Update(ctx, ws, metav1.UpdateOptions{FieldManager: framework.FieldManager})
 		return err
 	})
-}
-
-// refused checks that err is an admission policy's Forbidden answer whose
-// message says every one of want.
-func refused(err error, want ...string) error {
-	if err == nil {
-		return errors.New("the API server accepted the request")
-	}
-	if !apierrors.IsForbidden(err) {
-		return fmt.Errorf("want a Forbidden refusal, got %v", err)
-	}
-	for _, w := range want {
-		if !strings.Contains(err.Error(), w) {
-			return fmt.Errorf("refusal %q does not say %q", err.Error(), w)
-		}
-	}
-	return nil
 }
