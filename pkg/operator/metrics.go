@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"net/url"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,6 +54,22 @@ func NewMetrics() *Metrics {
 		m.syncs, m.syncErrors, m.syncDuration, m.phases)
 	m.queues.register(reg)
 	return m
+}
+
+// RegisterBuildInfo exports caliban_build_info, always 1, labelled with the
+// binary's version and commit and the Go release it was built with: a
+// dashboard can show which release each replica runs, and an alert can
+// catch a fleet left on two releases after an upgrade.
+func (m *Metrics) RegisterBuildInfo(version, commit string) {
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "caliban_build_info",
+		Help: "Always 1; the labels say which build of the operator runs.",
+		ConstLabels: prometheus.Labels{
+			"version": version, "commit": commit, "goversion": runtime.Version(),
+		},
+	})
+	info.Set(1)
+	m.Registry.MustRegister(info)
 }
 
 // WorkqueueProvider feeds the named queues' metrics into this registry.

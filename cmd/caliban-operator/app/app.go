@@ -46,6 +46,7 @@ func Run(ctx context.Context, s config.Settings, build BuildInfo) error {
 	}
 
 	metrics := operator.NewMetrics()
+	metrics.RegisterBuildInfo(build.Version, build.Commit)
 	operator.RegisterClientMetrics(metrics.Registry)
 	p := &Process{
 		Settings:    s.ProcessSettings,

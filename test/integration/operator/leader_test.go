@@ -66,6 +66,13 @@ func TestOneOfTwoOperatorsLeadsAndTheOtherTakesOver(t *testing.T) {
 	if v, _ := bm.Sum("leader_election_master_status", map[string]string{"name": lease}); v != 0 {
 		t.Errorf("op-b leader_election_master_status %v, want 0", v)
 	}
+	// Leader or standby, each says which build it runs (the test's binary
+	// is built without make's -ldflags stamp).
+	for name, m := range map[string]metrics{"op-a": am, "op-b": bm} {
+		if v, ok := m.Sum("caliban_build_info", map[string]string{"version": "dev", "commit": "unknown"}); !ok || v != 1 {
+			t.Errorf("%s caliban_build_info{version=dev,commit=unknown} = %v (found %v), want 1", name, v, ok)
+		}
+	}
 	if n, _ := am.Sum("caliban_controller_syncs_total", nil); n == 0 {
 		t.Error("the leader op-a has synced nothing")
 	}
