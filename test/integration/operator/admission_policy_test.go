@@ -222,10 +222,19 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 // it when the test ends if the test has not.
 func installAdmission(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	// The operator's manifests come first; they create caliban-system,
-	// where the parameters live.
-	if err := cluster.InstallOperatorIdentity(ctx); err != nil {
+	// The operator's manifests come first and create caliban-system, where
+	// the parameters live. Only the namespace here: the operator's RBAC
+	// left behind would widen what the install tests see it may do.
+	base, err := framework.Kustomize(cluster.Root, filepath.Join("manifests", "base"))
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, u := range base {
+		if u.GetKind() == "Namespace" {
+			if err := cluster.Apply(ctx, "", u); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	objs, err := framework.Kustomize(cluster.Root, filepath.Join("manifests", "admission"))
 	if err != nil {

@@ -158,10 +158,6 @@ func badInputs() map[string]badInput {
 			workspace:       func(spec *calibanv1alpha1.WorkspaceSpec) { spec.DefaultProvider = semicolon },
 			workspaceFailed: []string{"defaultProvider '" + semicolon + "' names no provider"},
 		},
-		"an env name the operator sets itself fails the workspace naming env[1]": {
-			fields: []string{"Workspace spec.env[*].name"}, workspace: withEnv(builders.EnvDaemonToken, cmdSubst),
-			workspaceFailed: []string{"env[1]: 'CALIBAN_DAEMON_TOKEN' is set by the operator itself"},
-		},
 		"an env name given twice fails the workspace naming env[1]": {
 			fields: []string{"Workspace spec.env[*].name"}, workspace: withEnv("CALIBAN_OUTPUT_STYLE", "verbose"),
 			workspaceFailed: []string{"env[1]: duplicate name 'CALIBAN_OUTPUT_STYLE'"},
