@@ -9,7 +9,10 @@ import (
 	"time"
 
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/openapi"
@@ -157,16 +160,72 @@ func (c *Cluster) SyncStages(ctx context.Context) error {
 		}
 	}
 
-	stamp := time.Now().UTC().Format(time.RFC3339Nano)
-	for _, st := range stages {
-		anns := st.GetAnnotations()
-		if anns == nil {
-			anns = map[string]string{}
+	return c.touchUntilPlayed(ctx, stages)
+}
+
+// touchUntilPlayed touches the Stages, then proves that kwok plays them: a
+// probe Sandbox must turn Ready. On a loaded machine kwok has once missed
+// the touch as well (a benchmark's Sandboxes stayed not ready for good), so
+// it touches again until the probe passes or two minutes are up.
+func (c *Cluster) touchUntilPlayed(ctx context.Context, stages []*unstructured.Unstructured) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	probes := c.Dynamic.Resource(sandboxResource).Namespace(metav1.NamespaceDefault)
+	probe := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": sandboxResource.GroupVersion().String(),
+		"kind":       "Sandbox",
+		"metadata":   map[string]any{"name": "kwok-stage-probe"},
+		"spec": map[string]any{"podTemplate": map[string]any{"spec": map[string]any{
+			"containers": []any{map[string]any{"name": "probe", "image": "probe"}},
+		}}},
+	}}
+	defer func() {
+		_ = probes.Delete(context.Background(), probe.GetName(), metav1.DeleteOptions{})
+	}()
+	for attempt := 1; ; attempt++ {
+		stamp := time.Now().UTC().Format(time.RFC3339Nano)
+		for _, st := range stages {
+			anns := st.GetAnnotations()
+			if anns == nil {
+				anns = map[string]string{}
+			}
+			anns[stagesSyncedAnnotation] = stamp
+			st.SetAnnotations(anns)
 		}
-		anns[stagesSyncedAnnotation] = stamp
-		st.SetAnnotations(anns)
+		if err := c.Apply(ctx, "", stages...); err != nil {
+			return err
+		}
+		if attempt == 1 {
+			if _, err := probes.Create(ctx, probe, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				return fmt.Errorf("creating the Stages' probe Sandbox: %w", err)
+			}
+		}
+		deadline := time.Now().Add(15 * time.Second)
+		for time.Now().Before(deadline) {
+			got, err := probes.Get(ctx, probe.GetName(), metav1.GetOptions{})
+			if err == nil && sandboxReady(got) {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kwok never made the probe Sandbox Ready after %d touches of its Stages (kwok-controller.log in the component logs)", attempt)
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
 	}
-	return c.Apply(ctx, "", stages...)
+}
+
+var sandboxResource = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
+
+func sandboxReady(u *unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
 }
 
 // stagesSyncedAnnotation is the annotation SyncStages sets on the Stages.
