@@ -61,8 +61,15 @@ var conditionOwner = map[string]string{
 // why prints. now dates the ages.
 func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 	task := s.Task
+	// Each section is aligned on its own: a new tab writer per section,
+	// flushed when the next one starts.
 	tw := printers.GetNewTabWriter(w)
 	line := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	section := func(format string, args ...any) {
+		_ = tw.Flush()
+		tw = printers.GetNewTabWriter(w)
+		line(format, args...)
+	}
 
 	line("Name:\t%s", task.Name)
 	line("Namespace:\t%s", task.Namespace)
@@ -76,7 +83,7 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 		line("Endpoint:\t%s", task.Status.CalibandEndpoint)
 	}
 
-	line("Pin:")
+	section("Pin:")
 	line("  Workspace:\t%s%s", task.Spec.WorkspaceRef.Name, workspaceState(s))
 	if pin := task.Status.ResolvedWorkspace; pin != nil {
 		line("  Provider:\t%s (kind %s)", pin.Provider.Name, pin.Provider.Kind)
@@ -94,7 +101,7 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 		line("  Finished:\t%s", stamp(*task.Status.CompletionTime))
 	}
 
-	line("Children:")
+	section("Children:")
 	sandboxName := diagnose.SandboxName(task)
 	if sb := s.Sandbox; sb != nil {
 		state := "operatingMode " + orDefault(string(sb.Spec.OperatingMode), "Running")
@@ -109,7 +116,7 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 	line("  NetworkPolicy\t%s\t%s", builders.NetworkPolicyName(task.Name), exists(s.NetworkPolicy != nil))
 
 	if s.Sandbox != nil && len(s.Sandbox.Status.Conditions) > 0 {
-		line("Sandbox conditions:")
+		section("Sandbox conditions:")
 		line("  TYPE\tSTATUS\tREASON\tAGE\tMESSAGE")
 		for _, c := range s.Sandbox.Status.Conditions {
 			line("  %s\t%s\t%s\t%s\t%s", c.Type, c.Status, c.Reason, age(c.LastTransitionTime, now), c.Message)
@@ -118,7 +125,7 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 
 	podName := diagnose.PodName(task, s.Sandbox)
 	if p := s.Pod; p != nil {
-		line("Pod %s:\t%s", p.Name, podSummary(p))
+		section("Pod %s: %s", p.Name, podSummary(p))
 		if len(p.Spec.InitContainers) > 0 {
 			line("  Init containers:")
 			for _, c := range p.Spec.InitContainers {
@@ -130,10 +137,10 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 			line("    %s\t%s", c.Name, containerState(p.Status.ContainerStatuses, c.Name))
 		}
 	} else {
-		line("Pod %s:\tnot found", podName)
+		section("Pod %s: not found", podName)
 	}
 
-	line("Conditions:")
+	section("Conditions:")
 	if len(task.Status.Conditions) == 0 {
 		line("  <none>")
 	} else {
@@ -143,7 +150,7 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 		}
 	}
 
-	line("Events:")
+	section("Events:")
 	events := append(lastEvents(s.TaskEvents, "CalibanTask/"+task.Name), lastEvents(s.PodEvents, "Pod/"+podName)...)
 	if len(events) == 0 {
 		line("  <none>")
@@ -154,7 +161,7 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 		}
 	}
 	for _, p := range s.Problems {
-		line("Could not read:\t%s", p)
+		section("Could not read: %s", p)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
