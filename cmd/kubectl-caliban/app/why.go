@@ -18,6 +18,12 @@ func newWhyCommand(o *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			// A read refused (no access to Sandboxes, pods or Events)
+			// leaves the diagnosis with less to go on: say so beside the
+			// line rather than fail.
+			for _, p := range s.Problems {
+				fmt.Fprintf(o.streams.ErrOut, "warning: could not read %s\n", p)
+			}
 			d := s.Diagnosis()
 			fmt.Fprintln(o.streams.Out, d.Line())
 			if d.Blocked {
