@@ -21,9 +21,10 @@ IMAGE ?= ghcr.io/caliban-ai/caliban-operator:$(VERSION)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: build
-build: ## Build the operator into bin/caliban-operator (and compile every package).
+build: ## Build the operator into bin/caliban-operator and the kubectl plugin into bin/kubectl-caliban (and compile every package).
 	$(GO) build ./...
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/caliban-operator ./cmd/caliban-operator
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-caliban ./cmd/kubectl-caliban
 
 .PHONY: generate
 generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs from pkg/apis.

@@ -1,0 +1,118 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/diagnose"
+)
+
+// Snapshot is everything describe and why read about one task. A nil
+// object was not found; an object that could not be read for another
+// reason is nil too, with the reason in Problems, so one forbidden read
+// (a user may not read Sandboxes or Events) does not hide the rest.
+type Snapshot struct {
+	Task           *calibanv1alpha1.CalibanTask
+	Workspace      *calibanv1alpha1.Workspace
+	Sandbox        *sandboxv1beta1.Sandbox
+	ServiceAccount *corev1.ServiceAccount
+	NetworkPolicy  *networkingv1.NetworkPolicy
+	Pod            *corev1.Pod
+	// TaskEvents and PodEvents regard the task and its pod, oldest first.
+	TaskEvents, PodEvents []eventsv1.Event
+	// Problems are the reads that failed other than by not found.
+	Problems []string
+}
+
+// Diagnosis is what the task waits for.
+func (s *Snapshot) Diagnosis() diagnose.Diagnosis {
+	return diagnose.Task(diagnose.Input{
+		Task: s.Task, Workspace: s.Workspace, Sandbox: s.Sandbox, Pod: s.Pod,
+		Events: append(append([]eventsv1.Event(nil), s.TaskEvents...), s.PodEvents...),
+	})
+}
+
+var sandboxGVR = sandboxv1beta1.SchemeGroupVersion.WithResource(builders.SandboxResource)
+
+// getTask reads one task; not found is a usage error.
+func getTask(ctx context.Context, c *clients, ns, name string) (*calibanv1alpha1.CalibanTask, error) {
+	task, err := c.caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, apiError(err, "getting CalibanTask %s/%s", ns, name)
+	}
+	return task, nil
+}
+
+// getSandbox reads the task's Sandbox through the dynamic client (agent-
+// sandbox's API may not be served; then there is none).
+func getSandbox(ctx context.Context, c *clients, task *calibanv1alpha1.CalibanTask) (*sandboxv1beta1.Sandbox, error) {
+	u, err := c.dynamic.Resource(sandboxGVR).Namespace(task.Namespace).Get(ctx, diagnose.SandboxName(task), metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sb := &sandboxv1beta1.Sandbox{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sb); err != nil {
+		return nil, fmt.Errorf("reading Sandbox %s: %w", u.GetName(), err)
+	}
+	return sb, nil
+}
+
+// gather reads the task and everything around it.
+func gather(ctx context.Context, c *clients, ns, name string) (*Snapshot, error) {
+	task, err := getTask(ctx, c, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	s := &Snapshot{Task: task}
+	// keep records a read's result: not found leaves the object nil.
+	keep := func(what string, err error) bool {
+		switch {
+		case err == nil:
+			return true
+		case apierrors.IsNotFound(err):
+		default:
+			s.Problems = append(s.Problems, fmt.Sprintf("%s: %v", what, err))
+		}
+		return false
+	}
+	if ws, err := c.caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, task.Spec.WorkspaceRef.Name, metav1.GetOptions{}); keep("Workspace", err) {
+		s.Workspace = ws
+	}
+	sb, err := getSandbox(ctx, c, task)
+	if keep("Sandbox", err) {
+		s.Sandbox = sb
+	}
+	if sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, builders.ServiceAccountName(task.Name), metav1.GetOptions{}); keep("ServiceAccount", err) {
+		s.ServiceAccount = sa
+	}
+	if np, err := c.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, builders.NetworkPolicyName(task.Name), metav1.GetOptions{}); keep("NetworkPolicy", err) {
+		s.NetworkPolicy = np
+	}
+	if p, err := c.kube.CoreV1().Pods(ns).Get(ctx, diagnose.PodName(task, s.Sandbox), metav1.GetOptions{}); keep("Pod", err) {
+		s.Pod = p
+	}
+	events := func(what string, uid types.UID) []eventsv1.Event {
+		list, err := c.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.uid=" + string(uid)})
+		if !keep(what, err) {
+			return nil
+		}
+		diagnose.SortEvents(list.Items)
+		return list.Items
+	}
+	s.TaskEvents = events("Events of the task", task.UID)
+	if s.Pod != nil {
+		s.PodEvents = events("Events of the pod", s.Pod.UID)
+	}
+	return s, nil
+}

@@ -1,0 +1,103 @@
+package app
+
+import (
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/diagnose"
+)
+
+func newLogsCommand(o *options) *cobra.Command {
+	var clone, follow bool
+	cmd := &cobra.Command{
+		Use:   "logs TASK",
+		Short: "Print the log of the task's caliband container (--clone: of its clone-workspace init container)",
+		Example: `  kubectl caliban logs fix-login
+  kubectl caliban logs fix-login --clone
+  kubectl caliban logs fix-login -f`,
+		Args: exactlyOneTask,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.clients()
+			if err != nil {
+				return err
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			task, err := getTask(cmd.Context(), c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			sb, err := getSandbox(cmd.Context(), c, task)
+			if err != nil && !apierrors.IsNotFound(err) {
+				return apiError(err, "getting the Sandbox of CalibanTask %s/%s", ns, task.Name)
+			}
+			container := builders.ContainerCaliband
+			if clone {
+				container = builders.ContainerClone
+			}
+			podName := diagnose.PodName(task, sb)
+			pod, err := c.kube.CoreV1().Pods(ns).Get(cmd.Context(), podName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return withCode(ExitWaiting, fmt.Errorf("no pod yet for CalibanTask %s/%s (pod %s not found; phase %s): see kubectl caliban why %s",
+					ns, task.Name, podName, orNone(string(task.Status.Phase)), task.Name))
+			}
+			if err != nil {
+				return apiError(err, "getting pod %s/%s", ns, podName)
+			}
+			if problem := NoContainer(pod, container, clone); problem != "" {
+				return withCode(ExitWaiting, fmt.Errorf("CalibanTask %s/%s: %s", ns, task.Name, problem))
+			}
+			stream, err := c.kube.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Follow: follow}).Stream(cmd.Context())
+			if err != nil {
+				return withCode(ExitError, fmt.Errorf("reading the log of container %s in pod %s/%s: %w", container, ns, pod.Name, err))
+			}
+			defer func() { _ = stream.Close() }()
+			if _, err := io.Copy(o.streams.Out, stream); err != nil && cmd.Context().Err() == nil {
+				return withCode(ExitError, fmt.Errorf("reading the log of container %s in pod %s/%s: %w", container, ns, pod.Name, err))
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&clone, "clone", false, "Read the clone-workspace init container's log instead of caliband's.")
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "Keep streaming the log as it grows.")
+	return cmd
+}
+
+// NoContainer says why container of pod has no log to read yet, "" when
+// it may have one: the pod does not declare it (a task without sources
+// has no clone), or it has not started.
+func NoContainer(pod *corev1.Pod, container string, init bool) string {
+	specs, statuses := pod.Spec.Containers, pod.Status.ContainerStatuses
+	if init {
+		specs, statuses = pod.Spec.InitContainers, pod.Status.InitContainerStatuses
+	}
+	if !slices.ContainsFunc(specs, func(c corev1.Container) bool { return c.Name == container }) {
+		if init {
+			return fmt.Sprintf("pod %s has no %s init container: the task's pinned Workspace has no sources to clone", pod.Name, container)
+		}
+		return fmt.Sprintf("pod %s has no container %s", pod.Name, container)
+	}
+	for _, s := range statuses {
+		if s.Name != container {
+			continue
+		}
+		if s.State.Running == nil && s.State.Terminated == nil && s.LastTerminationState.Terminated == nil {
+			reason := "not started"
+			if s.State.Waiting != nil {
+				reason = s.State.Waiting.Reason
+			}
+			return fmt.Sprintf("container %s in pod %s has not started yet (%s)", container, pod.Name, reason)
+		}
+		return ""
+	}
+	return fmt.Sprintf("container %s in pod %s has not started yet (pod %s)", container, pod.Name, pod.Status.Phase)
+}

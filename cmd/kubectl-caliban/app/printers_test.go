@@ -1,0 +1,152 @@
+package app
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+)
+
+// golden compares got with testdata/<name>; UPDATE_GOLDEN=1 rewrites the
+// file instead, as pkg/builders' golden tests do.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-golden +printed); rerun with UPDATE_GOLDEN=1 if the change is intended:\n%s", file, diff)
+	}
+}
+
+func TestPrintTable(t *testing.T) {
+	tasks := []calibanv1alpha1.CalibanTask{
+		*fxTask("fix-login", "team-a", running),
+		*fxTask("stuck", "team-a", blockedOnWorkspace),
+		*fxTask("fresh", "team-b", func(t *calibanv1alpha1.CalibanTask) {
+			t.CreationTimestamp = metav1.NewTime(fxNow.Add(-3 * time.Second))
+		}),
+	}
+	tests := map[string]struct {
+		withNamespace bool
+		file          string
+	}{
+		"one namespace: no NAMESPACE column":       {file: "get.txt"},
+		"all namespaces: a NAMESPACE column first": {withNamespace: true, file: "get-all-namespaces.txt"},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := PrintTable(&out, tasks, fxNow, test.withNamespace); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, test.file, out.Bytes())
+		})
+	}
+}
+
+func TestPrintObject(t *testing.T) {
+	task := fxTask("fix-login", "team-a", running)
+	task.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "caliban-operator"}}
+	list := &calibanv1alpha1.CalibanTaskList{Items: []calibanv1alpha1.CalibanTask{*task}}
+	for _, format := range []string{"json", "yaml"} {
+		t.Run("a list as "+format+" has its kinds and no managedFields", func(t *testing.T) {
+			var out bytes.Buffer
+			if err := printObject(&out, list, format); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "get-list."+format, out.Bytes())
+		})
+	}
+	if len(list.Items[0].ManagedFields) == 0 {
+		t.Errorf("printObject changed the object it was given")
+	}
+}
+
+func TestDescribe(t *testing.T) {
+	tests := map[string]struct {
+		snapshot *Snapshot
+		file     string
+	}{
+		"a Running task shows its pin, children, pod and both owners' conditions": {
+			snapshot: &Snapshot{
+				Task:           fxTask("fix-login", "team-a", running),
+				Workspace:      fxWorkspace("ws", calibanv1alpha1.WorkspaceReady, ""),
+				Sandbox:        fxSandbox("fix-login", metav1.ConditionTrue, "DependenciesReady", "Pod is Ready; Service Exists"),
+				ServiceAccount: fxServiceAccount(),
+				NetworkPolicy:  fxNetworkPolicy(),
+				Pod:            fxPod("fix-login"),
+				TaskEvents: []eventsv1.Event{
+					fxEvent("uid-fix-login", "Normal", "PhaseChanged", "Provisioning → Running", 23*time.Minute),
+				},
+				PodEvents: []eventsv1.Event{
+					fxEvent(fxPodUID, "Normal", "Scheduled", "Successfully assigned team-a/fix-login-sbx to kwok-node-0", 24*time.Minute),
+				},
+			},
+			file: "describe-running.txt",
+		},
+		"a task blocked on a Failed Workspace has no children and says what it waits for": {
+			snapshot: &Snapshot{
+				Task:      fxTask("stuck", "team-a", blockedOnWorkspace),
+				Workspace: fxWorkspace("wsb", calibanv1alpha1.WorkspaceFailed, "provider 'planner': secret 'no-such-secret' key 'api-key' not found"),
+				TaskEvents: []eventsv1.Event{
+					fxEvent("uid-stuck", "Warning", "WorkspaceUnresolved", "workspace 'wsb' not ready: provider 'planner': secret 'no-such-secret' key 'api-key' not found", 24*time.Minute),
+				},
+			},
+			file: "describe-blocked.txt",
+		},
+		"a task whose clone fails shows the init container's state and a forbidden read": {
+			snapshot: &Snapshot{
+				Task: fxTask("bad-clone", "team-a", running, func(t *calibanv1alpha1.CalibanTask) {
+					t.Status.Phase, t.Status.CalibandEndpoint = calibanv1alpha1.TaskProvisioning, ""
+					t.Status.Conditions[0] = metav1.Condition{Type: builders.ConditionReady, Status: metav1.ConditionFalse,
+						Reason: builders.ReasonSandboxNotReady, Message: "Pod exists with phase: Pending", LastTransitionTime: fxStarted}
+				}),
+				Workspace:      fxWorkspace("ws", calibanv1alpha1.WorkspaceReady, ""),
+				Sandbox:        fxSandbox("bad-clone", metav1.ConditionFalse, "DependenciesNotReady", "Pod exists with phase: Pending"),
+				ServiceAccount: fxServiceAccount(),
+				NetworkPolicy:  fxNetworkPolicy(),
+				Pod: fxPod("bad-clone", func(p *corev1.Pod) {
+					p.Status.Phase = corev1.PodPending
+					p.Status.Conditions[1].Status = corev1.ConditionFalse
+					p.Status.InitContainerStatuses[0] = corev1.ContainerStatus{Name: builders.ContainerClone, RestartCount: 3,
+						State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: "back-off 40s restarting failed container"}},
+						LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{Reason: "Error", ExitCode: 128, Message: "fatal: could not read Username for 'https://example.com': terminal prompts disabled\n"}}}
+					p.Status.ContainerStatuses[0] = corev1.ContainerStatus{Name: builders.ContainerCaliband,
+						State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}}
+				}),
+				Problems: []string{`Events of the pod: events.events.k8s.io is forbidden: User "bob" cannot list resource "events" in API group "events.k8s.io" in the namespace "team-a"`},
+			},
+			file: "describe-clone-failing.txt",
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := Describe(&out, test.snapshot, fxNow); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, test.file, out.Bytes())
+		})
+	}
+}

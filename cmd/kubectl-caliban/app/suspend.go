@@ -1,0 +1,57 @@
+package app
+
+import (
+	"fmt"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
+)
+
+// newSuspendCommand is `suspend` (on) or `resume` (!on): spec.suspend by
+// server-side apply.
+func newSuspendCommand(o *options, on bool) *cobra.Command {
+	verb, done, short := "resume", "resumed", "Resume a suspended task: set spec.suspend to false"
+	if on {
+		verb, done, short = "suspend", "suspended", "Suspend a task: set spec.suspend to true (the pod goes, the workspace volume stays)"
+	}
+	return &cobra.Command{
+		Use:     verb + " TASK",
+		Short:   short,
+		Example: "  kubectl caliban " + verb + " fix-login",
+		Args:    exactlyOneTask,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := o.clients()
+			if err != nil {
+				return err
+			}
+			ns, err := o.namespace()
+			if err != nil {
+				return err
+			}
+			task, err := getTask(cmd.Context(), c, ns, args[0])
+			if err != nil {
+				return err
+			}
+			_, err = c.caliban.CalibanV1alpha1().CalibanTasks(ns).Apply(cmd.Context(), SuspendApply(task.Name, ns, task.UID, on),
+				metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+			if err != nil {
+				return apiError(err, "applying spec.suspend=%t to CalibanTask %s/%s", on, ns, task.Name)
+			}
+			fmt.Fprintf(o.streams.Out, "calibantask.caliban.caliban-ai.dev/%s %s\n", task.Name, done)
+			return nil
+		},
+	}
+}
+
+// SuspendApply is the whole intent of suspend and resume: spec.suspend and
+// nothing else. The UID makes the apply fail on a task deleted and
+// re-created meanwhile instead of reaching the new one, and on a deleted
+// task instead of creating one. Forced: suspending is a person's explicit
+// decision, and whoever set the field before (the task's creator) loses
+// it to that decision.
+func SuspendApply(name, ns string, uid types.UID, on bool) *calibanac.CalibanTaskApplyConfiguration {
+	return calibanac.CalibanTask(name, ns).WithUID(uid).WithSpec(calibanac.CalibanTaskSpec().WithSuspend(on))
+}
