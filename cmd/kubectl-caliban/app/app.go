@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 )
 
@@ -100,6 +101,24 @@ func (o *options) namespace() (string, error) {
 		return "", withCode(ExitError, err)
 	}
 	return ns, nil
+}
+
+// task reads the named task in the command's namespace, with the clients
+// that read it.
+func (o *options) task(ctx context.Context, name string) (*clients, *calibanv1alpha1.CalibanTask, error) {
+	c, err := o.clients()
+	if err != nil {
+		return nil, nil, err
+	}
+	ns, err := o.namespace()
+	if err != nil {
+		return nil, nil, err
+	}
+	task, err := getTask(ctx, c, ns, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, task, nil
 }
 
 // apiError gives an API error its exit code: not found is the user's

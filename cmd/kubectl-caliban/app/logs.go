@@ -24,18 +24,11 @@ func newLogsCommand(o *options) *cobra.Command {
   kubectl caliban logs fix-login -f`,
 		Args: exactlyOneTask,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.clients()
+			c, task, err := o.task(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			ns, err := o.namespace()
-			if err != nil {
-				return err
-			}
-			task, err := getTask(cmd.Context(), c, ns, args[0])
-			if err != nil {
-				return err
-			}
+			ns := task.Namespace
 			sb, err := getSandbox(cmd.Context(), c, task)
 			if err != nil && !apierrors.IsNotFound(err) {
 				return apiError(err, "getting the Sandbox of CalibanTask %s/%s", ns, task.Name)

@@ -23,18 +23,11 @@ func newSuspendCommand(o *options, on bool) *cobra.Command {
 		Example: "  kubectl caliban " + verb + " fix-login",
 		Args:    exactlyOneTask,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.clients()
+			c, task, err := o.task(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			ns, err := o.namespace()
-			if err != nil {
-				return err
-			}
-			task, err := getTask(cmd.Context(), c, ns, args[0])
-			if err != nil {
-				return err
-			}
+			ns := task.Namespace
 			_, err = c.caliban.CalibanV1alpha1().CalibanTasks(ns).Apply(cmd.Context(), SuspendApply(task.Name, ns, task.UID, on),
 				metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			if err != nil {
