@@ -27,7 +27,7 @@ build: ## Build the operator into bin/caliban-operator and the kubectl plugin in
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/kubectl-caliban ./cmd/kubectl-caliban
 
 .PHONY: generate
-generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs from pkg/apis.
+generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs (manifests/crds, charts/caliban-crds) from pkg/apis.
 	hack/update-codegen.sh
 
 .PHONY: verify
@@ -93,6 +93,10 @@ run: ## Run the operator locally: on a throwaway kwokctl cluster, or against $KU
 	$(GO) build -o bin/run-local ./hack/run-local
 	bin/run-local
 
+.PHONY: chart
+chart: ## Package the Helm charts (charts/) into dist/, version and appVersion stamped from VERSION.
+	$(GO) run ./hack/chart -version "$(VERSION)" -out dist charts/caliban-crds charts/caliban-operator
+
 .PHONY: image
 image: ## Build the container image $(IMAGE) (needs a Docker engine).
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed)" >&2; exit 1; }
@@ -119,8 +123,8 @@ e2e-kind: ## End-to-end on kind with the real agent-sandbox controller (needs Do
 	hack/e2e-kind.sh
 
 .PHONY: clean
-clean: ## Remove bin/ (the test bed rebuilds from the Go build cache in seconds).
-	rm -rf bin
+clean: ## Remove bin/ and dist/ (the test bed rebuilds from the Go build cache in seconds).
+	rm -rf bin dist
 
 .PHONY: help
 help: ## List the targets.

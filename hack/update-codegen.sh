@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates everything derived from pkg/apis: deepcopy and register code,
 # OpenAPI definitions, the typed clientset with watch and applyconfigurations,
-# listers and informers (pkg/generated) and the shipped CRDs (manifests/crds);
+# listers and informers (pkg/generated), the shipped CRDs (manifests/crds)
+# and their copy in the caliban-crds chart (charts/caliban-crds/templates);
 # copies agent-sandbox's own Sandbox CRD into test/crds and kwok's node and
 # pod Stages into test/stages/kwok (update-upstream-manifests.sh). Needs only
 # Go: every generator is pinned in go.mod and built into bin/codegen on
@@ -64,6 +65,10 @@ kube::codegen::gen_client \
 rm -f manifests/crds/caliban.caliban-ai.dev_*.yaml
 go tool controller-gen crd paths=./pkg/apis/caliban/... output:crd:artifacts:config=manifests/crds
 go run ./hack/crd-postprocess manifests/crds/caliban.caliban-ai.dev_calibantasks.yaml
+
+# The caliban-crds Helm chart carries the same CRDs as templates (so that
+# `helm upgrade` upgrades them), each with the keep policy (docs/adr/0018-helm-charts.md).
+"${ROOT}/hack/update-crds-chart.sh"
 
 # The Sandbox CRD and kwok Stages the tests install are upstream's own,
 # copied from the pinned modules (pkg/apis/sandbox is only the operator's

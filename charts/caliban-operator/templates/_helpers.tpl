@@ -1,0 +1,89 @@
+{{/*
+The objects are named caliban-operator whatever the release is called: the
+operator is one per cluster (its CRDs, ClusterRole and admission policies
+are cluster-wide), and manifests/ uses the same names.
+*/}}
+{{- define "caliban-operator.name" -}}
+caliban-operator
+{{- end }}
+
+{{/* Labels of every object: manifests/' own, then Helm's bookkeeping. */}}
+{{- define "caliban-operator.labels" -}}
+app.kubernetes.io/name: {{ include "caliban-operator.name" . }}
+{{ include "caliban-operator.helmLabels" . }}
+{{- end }}
+
+{{/* Helm's bookkeeping labels. */}}
+{{- define "caliban-operator.helmLabels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- end }}
+
+{{/* The admission objects' labels. */}}
+{{- define "caliban-operator.admissionLabels" -}}
+{{ include "caliban-operator.labels" . }}
+app.kubernetes.io/component: admission
+{{- end }}
+
+{{/* The pods' selector: only the name, as in manifests/base. */}}
+{{- define "caliban-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "caliban-operator.name" . }}
+{{- end }}
+
+{{- define "caliban-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.name }}{{ .Values.serviceAccount.name }}{{ else }}{{ include "caliban-operator.name" . }}{{ end }}
+{{- end }}
+
+{{- define "caliban-operator.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end }}
+
+{{/* The operator's RBAC rules, cluster-wide or in the watched namespace. */}}
+{{- define "caliban-operator.rules" -}}
+- apiGroups: [caliban.caliban-ai.dev]
+  resources: [calibantasks, workspaces]
+  verbs: [get, list, watch]
+# patch: the drain finalizer of tasks with lifecycle.onDelete checkpoint;
+# delete: a finished task's ttlSecondsAfterFinished. Nothing else.
+- apiGroups: [caliban.caliban-ai.dev]
+  resources: [calibantasks]
+  verbs: [patch, delete]
+- apiGroups: [caliban.caliban-ai.dev]
+  resources: [calibantasks/status, workspaces/status]
+  verbs: [patch]
+- apiGroups: [""]
+  resources: [secrets]
+  verbs: [get]
+- apiGroups: [agents.x-k8s.io]
+  resources: [sandboxes]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [""]
+  resources: [serviceaccounts]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [networking.k8s.io]
+  resources: [networkpolicies]
+  verbs: [get, list, watch, create, patch, delete]
+- apiGroups: [events.k8s.io]
+  resources: [events]
+  verbs: [create, patch]
+{{- end }}
+
+{{/*
+The rules between values that values.schema.json cannot state; the operator
+refuses the same combinations at start-up (pkg/config).
+*/}}
+{{- define "caliban-operator.validate" -}}
+{{- $le := .Values.leaderElection }}
+{{- if ge ($le.graceSeconds | int64) ($le.durationSeconds | int64) }}
+{{- fail (printf "leaderElection.graceSeconds %d must be less than leaderElection.durationSeconds %d" ($le.graceSeconds | int64) ($le.durationSeconds | int64)) }}
+{{- end }}
+{{- $a := .Values.agent }}
+{{- if gt ($a.portBase | int64) ($a.portEnd | int64) }}
+{{- fail (printf "agent.portBase %d is greater than agent.portEnd %d: the agent port window is empty" ($a.portBase | int64) ($a.portEnd | int64)) }}
+{{- end }}
+{{- if and (ge ($a.calibandPort | int64) ($a.portBase | int64)) (le ($a.calibandPort | int64) ($a.portEnd | int64)) }}
+{{- fail (printf "agent.calibandPort %d falls inside the agent port window %d-%d" ($a.calibandPort | int64) ($a.portBase | int64) ($a.portEnd | int64)) }}
+{{- end }}
+{{- end }}

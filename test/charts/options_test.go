@@ -1,0 +1,89 @@
+package charts_test
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v4/pkg/action"
+
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// Each switch renders exactly the objects it promises.
+func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
+	le := []string{"Role " + namespace + "/caliban-operator-leader-election", "RoleBinding " + namespace + "/caliban-operator-leader-election"}
+	cluster := []string{"ClusterRole /caliban-operator", "ClusterRoleBinding /caliban-operator"}
+	sa := "ServiceAccount " + namespace + "/caliban-operator"
+	deploy := "Deployment " + namespace + "/caliban-operator"
+	tests := map[string]struct {
+		values map[string]any
+		want   []string
+	}{
+		"the defaults render the identity, the RBAC and the Deployment": {
+			values: nil,
+			want:   append(append([]string{sa, deploy}, cluster...), le...),
+		},
+		"without leader election there is no leader-election Role": {
+			values: map[string]any{"leaderElection": map[string]any{"enabled": false}},
+			want:   append([]string{sa, deploy}, cluster...),
+		},
+		"without rbac.create there is no RBAC at all, leader election or not": {
+			values: map[string]any{"rbac": map[string]any{"create": false}},
+			want:   []string{sa, deploy},
+		},
+		"without serviceAccount.create there is no ServiceAccount": {
+			values: map[string]any{"serviceAccount": map[string]any{"create": false}},
+			want:   append(append([]string{deploy}, cluster...), le...),
+		},
+		"a watch namespace swaps the ClusterRole for a Role there": {
+			values: map[string]any{"watchNamespace": "team-a"},
+			want:   append([]string{sa, deploy, "Role team-a/caliban-operator", "RoleBinding team-a/caliban-operator"}, le...),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := slices.Sorted(maps.Keys(byKey(t, render(t, framework.OperatorChart, tc.values), all)))
+			want := slices.Sorted(slices.Values(tc.want))
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("objects (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A ServiceAccount of another name is the one the pod runs as and every
+// binding names.
+func TestAServiceAccountNameReachesThePodAndTheBindings(t *testing.T) {
+	objs := byKey(t, render(t, framework.OperatorChart, map[string]any{"serviceAccount": map[string]any{"name": "ops"}}), all)
+	if _, ok := objs["ServiceAccount "+namespace+"/ops"]; !ok {
+		t.Errorf("no ServiceAccount ops: %v", slices.Sorted(maps.Keys(objs)))
+	}
+	d := objs["Deployment "+namespace+"/caliban-operator"]
+	if got := d.Object["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["serviceAccountName"]; got != "ops" {
+		t.Errorf("the pod runs as %v, want ops", got)
+	}
+	for _, k := range []string{"ClusterRoleBinding /caliban-operator", "RoleBinding " + namespace + "/caliban-operator-leader-election"} {
+		subject := objs[k].Object["subjects"].([]any)[0].(map[string]any)
+		if subject["name"] != "ops" || subject["namespace"] != namespace {
+			t.Errorf("%s binds %v, want %s/ops", k, subject, namespace)
+		}
+	}
+}
+
+// helm lint finds nothing above information in either chart.
+func TestTheChartsLintClean(t *testing.T) {
+	for _, chart := range []string{framework.CRDsChart, framework.OperatorChart} {
+		res := action.NewLint().Run([]string{filepath.Join(root(t), chart)}, nil)
+		for _, err := range res.Errors {
+			t.Errorf("%s: %v", chart, err)
+		}
+		if action.HasWarningsOrErrors(res) {
+			for _, m := range res.Messages {
+				t.Errorf("%s: %s", chart, m)
+			}
+		}
+	}
+}
