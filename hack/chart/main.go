@@ -10,6 +10,7 @@
 package main
 
 import (
+	"bytes"
 	"flag"
 	"fmt"
 	"os"
@@ -42,7 +43,16 @@ func run(version, out string, charts []string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	scratch, err := os.MkdirTemp("", "chart-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(scratch)
 	for _, dir := range charts {
+		dir, err := withImageTag(dir, version, scratch)
+		if err != nil {
+			return err
+		}
 		p := action.NewPackage()
 		p.Version = v
 		p.AppVersion = v
@@ -72,4 +82,35 @@ func ChartVersion(version string) (string, error) {
 		return "", fmt.Errorf("version %q is neither semantic nor a valid pre-release identifier: %w", version, err)
 	}
 	return fallback, nil
+}
+
+// treeTagLine is the line of a chart's values.yaml that names the image tag
+// in the tree; withImageTag replaces it in the packaged copy.
+const treeTagLine = "  tag: latest\n"
+
+// withImageTag returns the chart directory to package: dir itself when its
+// values.yaml has no top-level image block (the CRDs chart), else a copy in
+// scratch whose image tag is version. A values.yaml with an
+// image block but not exactly one tree tag line is an error, so that a
+// reworded values.yaml cannot ship a chart that deploys "latest".
+func withImageTag(dir, version, scratch string) (string, error) {
+	values, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
+	if err != nil {
+		return "", err
+	}
+	if !bytes.HasPrefix(values, []byte("image:\n")) && !bytes.Contains(values, []byte("\nimage:\n")) {
+		return dir, nil
+	}
+	if n := bytes.Count(values, []byte(treeTagLine)); n != 1 {
+		return "", fmt.Errorf("%s/values.yaml: want exactly one %q line to stamp the image tag, found %d", dir, strings.TrimSpace(treeTagLine), n)
+	}
+	copyDir := filepath.Join(scratch, filepath.Base(dir))
+	if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
+		return "", err
+	}
+	stamped := bytes.Replace(values, []byte(treeTagLine), []byte(fmt.Sprintf("  tag: %q\n", version)), 1)
+	if err := os.WriteFile(filepath.Join(copyDir, "values.yaml"), stamped, 0o644); err != nil {
+		return "", err
+	}
+	return copyDir, nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
@@ -50,8 +51,41 @@ func TestRunStampsBothCharts(t *testing.T) {
 		if ch.Metadata.Version != "1.2.3" || ch.Metadata.AppVersion != "1.2.3" {
 			t.Errorf("%s: version %q appVersion %q, want 1.2.3", name, ch.Metadata.Version, ch.Metadata.AppVersion)
 		}
-		if ch.Schema == nil && ch.Metadata.Name == "caliban-operator" {
+		if ch.Metadata.Name != "caliban-operator" {
+			continue
+		}
+		if ch.Schema == nil {
 			t.Errorf("%s carries no values.schema.json", name)
 		}
+		// The image make image builds for this version, v and all.
+		image, _ := ch.Values["image"].(map[string]any)
+		if got := image["tag"]; got != "v1.2.3" {
+			t.Errorf("%s: image.tag %v, want v1.2.3", name, got)
+		}
+	}
+}
+
+// A values.yaml whose image tag line was reworded is refused rather than
+// packaged with a tag that does not follow the version.
+func TestRunRefusesAnUnstampableImageTag(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "caliban-operator")
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("..", "..", "charts", "caliban-operator"))); err != nil {
+		t.Fatal(err)
+	}
+	values := filepath.Join(dir, "values.yaml")
+	data, err := os.ReadFile(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reworded := strings.Replace(string(data), "  tag: latest\n", "  tag: \"\"\n", 1)
+	if reworded == string(data) {
+		t.Fatal("charts/caliban-operator/values.yaml has no \"  tag: latest\" line")
+	}
+	if err := os.WriteFile(values, []byte(reworded), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = run("v1.2.3", t.TempDir(), []string{dir})
+	if err == nil || !strings.Contains(err.Error(), "tag: latest") {
+		t.Fatalf("run = %v, want an error naming the tag line", err)
 	}
 }
