@@ -1,9 +1,12 @@
 package framework
 
 import (
+	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"testing"
 )
 
 // BuildOperator builds ./cmd/caliban-operator of the repository at root
@@ -16,4 +19,53 @@ func BuildOperator(root, dir string) (string, error) {
 		return "", fmt.Errorf("go build ./cmd/caliban-operator: %w\n%s", err, out)
 	}
 	return path, nil
+}
+
+// OperatorBuild is a build of the operator binary that runs while a test
+// package's cluster starts (TestMain's setup), so that neither waits for
+// the other.
+type OperatorBuild struct {
+	dir  string
+	path string
+	err  error
+	done chan struct{}
+}
+
+// StartOperatorBuild starts building the operator into a fresh temporary
+// directory named after prefix.
+func StartOperatorBuild(prefix string) (*OperatorBuild, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	b := &OperatorBuild{dir: dir, done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		b.path, b.err = BuildOperator(root, dir)
+	}()
+	return b, nil
+}
+
+// Teardown waits for the build and removes its directory.
+func (b *OperatorBuild) Teardown() {
+	<-b.done
+	_ = os.RemoveAll(b.dir)
+}
+
+// Binary waits for the build and returns the binary's path, failing t if
+// it did not build.
+func (b *OperatorBuild) Binary(t testing.TB) string {
+	t.Helper()
+	if b == nil {
+		t.Fatal(errors.New("the operator build was never started"))
+	}
+	<-b.done
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
 }

@@ -9,14 +9,12 @@
 package latesandbox_test
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -28,12 +26,8 @@ import (
 
 var cluster *framework.Cluster
 
-// The operator binary is built once, while the cluster starts.
-var (
-	binaryPath  string
-	binaryErr   error
-	binaryBuilt = make(chan struct{})
-)
+// build is the operator binary, built once while the cluster starts.
+var build *framework.OperatorBuild
 
 func TestMain(m *testing.M) {
 	framework.MainWithOptions(m, &cluster, buildOperator, framework.Options{WithoutSandbox: true})
@@ -42,29 +36,11 @@ func TestMain(m *testing.M) {
 // buildOperator starts `go build ./cmd/caliban-operator` into a temporary
 // directory and returns the teardown that removes it.
 func buildOperator() (func(), error) {
-	root, err := framework.RepoRoot()
-	if err != nil {
+	var err error
+	if build, err = framework.StartOperatorBuild("caliban-operator-it-"); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "caliban-operator-it-")
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		defer close(binaryBuilt)
-		path := filepath.Join(dir, "caliban-operator")
-		cmd := exec.Command("go", "build", "-o", path, "./cmd/caliban-operator")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binaryErr = fmt.Errorf("go build ./cmd/caliban-operator: %w\n%s", err, out)
-			return
-		}
-		binaryPath = path
-	}()
-	return func() {
-		<-binaryBuilt
-		_ = os.RemoveAll(dir)
-	}, nil
+	return build.Teardown, nil
 }
 
 // operatorProcess is one run of the operator binary.
@@ -83,13 +59,7 @@ type operatorProcess struct {
 // failed or SHOW_OPERATOR_OUTPUT is set.
 func startOperator(t *testing.T, ns string, env ...string) *operatorProcess {
 	t.Helper()
-	<-binaryBuilt
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
-	}
-	if binaryPath == "" {
-		t.Fatal(errors.New("the operator binary was not built"))
-	}
+	binary := build.Binary(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -106,7 +76,7 @@ func startOperator(t *testing.T, ns string, env ...string) *operatorProcess {
 		}
 		vars = append(vars, kv)
 	}
-	p.cmd = exec.Command(binaryPath)
+	p.cmd = exec.Command(binary)
 	p.cmd.Env = append(append(vars,
 		"KUBECONFIG="+cluster.Kubeconfig,
 		"CALIBAN_METRICS_BIND_ADDRESS="+p.metricsAddr,

@@ -15,12 +15,7 @@
 package operator_test
 
 import (
-	"errors"
 	"flag"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -29,13 +24,9 @@ import (
 
 var cluster *framework.Cluster
 
-// The operator binary is built once per package run, while the cluster
-// starts; tests wait for it in operatorBinary.
-var (
-	binaryPath  string
-	binaryErr   error
-	binaryBuilt = make(chan struct{})
-)
+// build is the operator binary, built once per package run while the
+// cluster starts; tests wait for it in operatorBinary.
+var build *framework.OperatorBuild
 
 func TestMain(m *testing.M) { framework.MainWith(m, &cluster, buildOperator) }
 
@@ -56,40 +47,12 @@ func buildOperator() (func(), error) {
 			return nil, err
 		}
 	}
-	root, err := framework.RepoRoot()
-	if err != nil {
+	var err error
+	if build, err = framework.StartOperatorBuild("caliban-operator-it-"); err != nil {
 		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "caliban-operator-it-")
-	if err != nil {
-		return nil, err
-	}
-	go func() {
-		defer close(binaryBuilt)
-		path := filepath.Join(dir, "caliban-operator")
-		cmd := exec.Command("go", "build", "-o", path, "./cmd/caliban-operator")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binaryErr = fmt.Errorf("go build ./cmd/caliban-operator: %w\n%s", err, out)
-			return
-		}
-		binaryPath = path
-	}()
-	return func() {
-		<-binaryBuilt
-		_ = os.RemoveAll(dir)
-	}, nil
+	return build.Teardown, nil
 }
 
 // operatorBinary waits for the build and returns the binary's path.
-func operatorBinary(t testing.TB) string {
-	t.Helper()
-	<-binaryBuilt
-	if binaryErr != nil {
-		t.Fatal(binaryErr)
-	}
-	if binaryPath == "" {
-		t.Fatal(errors.New("the operator binary was not built"))
-	}
-	return binaryPath
-}
+func operatorBinary(t testing.TB) string { return build.Binary(t) }
