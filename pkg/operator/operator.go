@@ -101,13 +101,13 @@ func (o *Operator) Run(ctx context.Context) error {
 	wc.shutdownGrace, tc.shutdownGrace = s.ShutdownGrace(), s.ShutdownGrace()
 	tc.taskDrainTimeout = s.TaskDrainTimeout
 	if o.Metrics != nil {
-		o.Metrics.SetPhaseListers(tasks.Lister(), workspaces.Lister())
+		o.Metrics.SetTerm(&Term{Tasks: tasks.Lister(), Workspaces: workspaces.Lister(), SandboxServed: sandboxAPI.Served})
 		// The gauges go when the term ends, not after the shutdown grace: a
 		// deposed leader must not report from a cache it stopped keeping.
-		stop := context.AfterFunc(ctx, func() { o.Metrics.SetPhaseListers(nil, nil) })
+		stop := context.AfterFunc(ctx, func() { o.Metrics.SetTerm(nil) })
 		defer func() {
 			if stop() {
-				o.Metrics.SetPhaseListers(nil, nil)
+				o.Metrics.SetTerm(nil)
 			}
 		}()
 	}

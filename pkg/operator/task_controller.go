@@ -74,6 +74,9 @@ type TaskController struct {
 	// taskDrainTimeout bounds a deleted task's drain
 	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
 	taskDrainTimeout time.Duration
+	// starts times the first starts in flight for
+	// caliban_task_start_duration_seconds.
+	starts *startTracker
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -111,6 +114,7 @@ func NewTaskController(
 		clock:      clk,
 		// The setting's default; cmd sets what the environment says.
 		taskDrainTimeout: config.DefaultTaskDrainTimeout,
+		starts:           newStartTracker(),
 	}
 	children, err := freshness.New(settings, c.controllingTask)
 	if err != nil {
@@ -130,11 +134,8 @@ func NewTaskController(
 	if err := tasks.Informer().AddIndexers(cache.Indexers{workspaceIndex: indexByWorkspace}); err != nil {
 		return nil, fmt.Errorf("adding the CalibanTask workspace index: %w", err)
 	}
-	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			c.taskCache.OnAddOrUpdate(obj.(*calibanv1alpha1.CalibanTask))
-			c.enqueue(obj)
-		},
+	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: c.taskAdded,
 		// Resyncs (same resourceVersion) included: the resync is the safety
 		// net for what no event announces, such as a deleted token Secret.
 		UpdateFunc: func(old, new any) {
@@ -150,6 +151,7 @@ func NewTaskController(
 			if task, ok := obj.(*calibanv1alpha1.CalibanTask); ok {
 				c.taskCache.OnDelete(task)
 				c.children.Forget(task)
+				c.starts.take(task.UID)
 			}
 		},
 	}); err != nil {
@@ -190,7 +192,37 @@ func NewTaskController(
 			return nil, fmt.Errorf("adding %s event handler: %w", kind, err)
 		}
 	}
+	if _, err := sandboxes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.sandboxUpdated}); err != nil {
+		return nil, fmt.Errorf("adding Sandbox readiness handler: %w", err)
+	}
 	return c, nil
+}
+
+// taskAdded caches and enqueues a task the informer delivered, and opens
+// the timing of its start when it is new. A task listed at start-up was
+// created before this process could see it: its start is timed from its
+// creationTimestamp.
+func (c *TaskController) taskAdded(obj any, isInInitialList bool) {
+	task := obj.(*calibanv1alpha1.CalibanTask)
+	c.taskCache.OnAddOrUpdate(task)
+	if !isInInitialList && task.Status.Phase == "" {
+		c.starts.created(task.UID, c.clock.Now())
+	}
+	c.enqueue(obj)
+}
+
+// sandboxUpdated marks when a Sandbox turned to serving: agent-sandbox's
+// part of a start ends there, and what comes after, until Running, is the
+// queue's wait and the sync, the operator's part.
+func (c *TaskController) sandboxUpdated(old, new any) {
+	o, okO := old.(*freshness.View)
+	n, okN := new.(*freshness.View)
+	if !okO || !okN || !builders.SandboxServing(n.SandboxStatus) || builders.SandboxServing(o.SandboxStatus) {
+		return
+	}
+	if ref := metav1.GetControllerOf(n); ref != nil {
+		c.starts.sandboxReady(ref.UID, c.clock.Now())
+	}
 }
 
 // Run processes the queue with workers until ctx is done.
@@ -343,6 +375,9 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		c.recordApplyProblem(ctx, task, in, err)
 		return 0, err
 	}
+	if sandbox != nil {
+		c.starts.childrenApplied(task.UID, c.clock.Now())
+	}
 	in.Sandbox, in.SandboxAPIMissing = sandbox, apiMissing
 	written, err := c.writeStatus(ctx, task, in)
 	if err != nil {
@@ -455,6 +490,7 @@ func (c *TaskController) writePin(ctx context.Context, task *calibanv1alpha1.Cal
 	if err != nil {
 		return nil, err
 	}
+	c.starts.pinned(written.UID, c.clock.Now())
 	c.taskCache.Mutation(written)
 	return written, nil
 }
@@ -500,11 +536,18 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 	oldReady := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
 	newReady := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)
 	if task.Status.Phase != desired.Phase {
-		msg := ""
+		msg, reason := "", ""
 		if newReady != nil {
-			msg = newReady.Message
+			msg, reason = newReady.Message, newReady.Reason
 		}
 		logger.Info("CalibanTask phase changed", "from", task.Status.Phase, "to", desired.Phase, "message", msg)
+		c.metrics.observeTransition(task.Status.Phase, desired.Phase, reason)
+	}
+	if !builders.Starting(desired) {
+		marks := c.starts.take(task.UID)
+		if desired.Phase == calibanv1alpha1.TaskRunning && builders.Starting(task.Status) {
+			c.metrics.observeStart(builders.StartDurations(task, in.Sandbox, marks, c.clock.Now()))
+		}
 	}
 	// A task's first phase is not a move: the Event would cost a request
 	// per task in a burst and say nothing the status does not (a first

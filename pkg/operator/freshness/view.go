@@ -54,7 +54,7 @@ func (v *View) DeepCopyObject() runtime.Object {
 // Sandbox is a Sandbox's view as the status derivation reads it: its name,
 // the operatingMode agent-sandbox accepted, caliband's port and the status.
 func (v *View) Sandbox() *sandboxv1beta1.Sandbox {
-	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace}}
+	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, CreationTimestamp: v.CreationTimestamp}}
 	sb.Spec.OperatingMode = LiveMode(v.OperatingMode)
 	if v.CalibandPort != 0 {
 		sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: builders.ContainerCaliband,
@@ -76,12 +76,14 @@ func LiveMode(m sandboxv1beta1.OperatingMode) sandboxv1beta1.OperatingMode {
 }
 
 // compactMeta keeps of an object's metadata what the task controller reads:
-// identity, owners, deletion. Labels and annotations were read by the check
+// identity, owners, creation, deletion. Labels and annotations were read by the check
 // behind Holds.
 func compactMeta(m metav1.Object) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
 		Name: m.GetName(), Namespace: m.GetNamespace(), UID: m.GetUID(),
 		ResourceVersion: m.GetResourceVersion(), Generation: m.GetGeneration(),
-		OwnerReferences: m.GetOwnerReferences(), DeletionTimestamp: m.GetDeletionTimestamp(),
+		// When the children were applied, for a start timed after a restart.
+		CreationTimestamp: m.GetCreationTimestamp(),
+		OwnerReferences:   m.GetOwnerReferences(), DeletionTimestamp: m.GetDeletionTimestamp(),
 	}
 }
