@@ -42,13 +42,20 @@ verify: ## Fail on generated-code drift (regenerated with an empty module cache)
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/tools/agent-sandbox && $(GO) mod tidy -diff
+	cd hack/tools/prometheus && $(GO) mod tidy -diff
 
 .PHONY: tools
-tools: ## Build the local test bed's binaries into bin/ (about 16 minutes cold, seconds after).
+tools: ## Build the local test bed's binaries and promtool into bin/ (about 16 minutes cold, seconds after).
 	hack/build-tools.sh
 
+# Phony, so that the script decides: it rebuilds only when
+# hack/tools/prometheus changed, and otherwise costs nothing.
+.PHONY: bin/promtool
+bin/promtool: ## Build Prometheus' promtool into bin/, for the alerting rules' unit tests (test/monitoring).
+	hack/build-tools.sh promtool
+
 .PHONY: test-unit
-test-unit: ## Unit tests: builders, sync handlers, generated-artefact checks.
+test-unit: bin/promtool ## Unit tests: builders, sync handlers, generated-artefact checks, the alerting rules (promtool).
 	$(GO) test -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
@@ -128,4 +135,4 @@ clean: ## Remove bin/ and dist/ (the test bed rebuilds from the Go build cache i
 
 .PHONY: help
 help: ## List the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-18s %s\n", $$1, $$2}'
+	@grep -E '^[a-z/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "%-18s %s\n", $$1, $$2}'

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Builds the local test bed's binaries (kube-apiserver, kube-controller-manager,
 # kube-scheduler, etcd, kwok, kwokctl, and kubectl for the tests of the
-# Makefile's cluster targets) from the pinned module in hack/tools, and
-# agent-sandbox's controller from hack/tools/agent-sandbox, into bin/. A
-# binary is rebuilt only when its module's go.mod or go.sum changed since it
-# was built, so repeated runs cost nothing.
+# Makefile's cluster targets) from the pinned module in hack/tools,
+# agent-sandbox's controller from hack/tools/agent-sandbox, and Prometheus'
+# promtool (for the alerting rules' unit tests) from hack/tools/prometheus,
+# into bin/. A binary is rebuilt only when its module's go.mod or go.sum (or
+# its build tags) changed since it was built, so repeated runs cost nothing.
+#
+# Usage: hack/build-tools.sh [NAME...]   (default: every binary)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -23,21 +26,46 @@ declare -A pkgs=(
   [kwok]=sigs.k8s.io/kwok/cmd/kwok
   [kwokctl]=sigs.k8s.io/kwok/cmd/kwokctl
   [agent-sandbox-controller]=sigs.k8s.io/agent-sandbox/cmd/agent-sandbox-controller
+  [promtool]=github.com/prometheus/prometheus/cmd/promtool
 )
-# agent-sandbox's controller has a module of its own, so that pinning it moves
-# none of the dependencies the Kubernetes binaries are built with.
-declare -A modules=([agent-sandbox-controller]="${tools}/agent-sandbox")
+# agent-sandbox's controller and promtool have a module each, so that
+# pinning them moves none of the dependencies the Kubernetes binaries (or
+# the operator) are built with.
+declare -A modules=([agent-sandbox-controller]="${tools}/agent-sandbox" [promtool]="${tools}/prometheus")
+# remove_all_sd leaves out Prometheus' service-discovery plugins (AWS, Azure,
+# GCE, Consul, ...; see plugins/ in the prometheus module), which promtool
+# needs only for `promtool check service-discovery`. The rule tests need
+# none of them, and without them a cold build compiles far fewer packages
+# (docs/testing.md#the-alerting-rules-promtool).
+declare -A tags=([promtool]=remove_all_sd)
 
-# Cheap ones first so a failure in the module graph shows up in seconds.
-for name in kwokctl kwok agent-sandbox-controller etcd kubectl kube-scheduler kube-controller-manager kube-apiserver; do
+names=("$@")
+if [[ ${#names[@]} -eq 0 ]]; then
+  # Cheap ones first so a failure in the module graph shows up in seconds.
+  names=(kwokctl kwok promtool agent-sandbox-controller etcd kubectl kube-scheduler kube-controller-manager kube-apiserver)
+fi
+for name in "${names[@]}"; do
+  if [[ -z "${pkgs[$name]:-}" ]]; then
+    echo "build-tools: no binary named ${name}; known: ${!pkgs[*]}" >&2
+    exit 2
+  fi
   module=${modules[$name]:-${tools}}
   stamp=$(stamp_of "${module}")
+  # The tags are part of the stamp only where there are any, so that the
+  # stamps of the other binaries, and with them their builds, stay as they were.
+  if [[ -n "${tags[$name]:-}" ]]; then
+    stamp=$(printf '%s tags=%s' "${stamp}" "${tags[$name]}" | sha256sum | cut -c1-16)
+  fi
   if [[ -x "${bin}/${name}" && "$(cat "${bin}/.${name}.stamp" 2>/dev/null)" == "${stamp}" ]]; then
     continue
   fi
   echo "building ${name} (${pkgs[$name]}); a cold kube-apiserver build takes about ten minutes" >&2
   start=$(date +%s)
-  (cd "${module}" && CGO_ENABLED=0 go build -trimpath -o "${bin}/${name}.tmp" "${pkgs[$name]}")
+  flags=(-trimpath)
+  if [[ -n "${tags[$name]:-}" ]]; then
+    flags+=(-tags "${tags[$name]}")
+  fi
+  (cd "${module}" && CGO_ENABLED=0 go build "${flags[@]}" -o "${bin}/${name}.tmp" "${pkgs[$name]}")
   mv "${bin}/${name}.tmp" "${bin}/${name}"
   echo "${stamp}" > "${bin}/.${name}.stamp"
   echo "built ${name} in $(( $(date +%s) - start ))s" >&2

@@ -3,8 +3,10 @@
 # OpenAPI definitions, the typed clientset with watch and applyconfigurations,
 # listers and informers (pkg/generated), the shipped CRDs (manifests/crds)
 # and their copy in the caliban-crds chart (charts/caliban-crds/templates);
-# copies agent-sandbox's own Sandbox CRD into test/crds and kwok's node and
-# pod Stages into test/stages/kwok (update-upstream-manifests.sh). Needs only
+# copies the monitoring artefacts of manifests/monitoring into the
+# caliban-operator chart (charts/caliban-operator/files/monitoring); copies
+# agent-sandbox's own Sandbox CRD into test/crds and kwok's node and pod
+# Stages into test/stages/kwok (update-upstream-manifests.sh). Needs only
 # Go: every generator is pinned in go.mod and built into bin/codegen on
 # first use.
 set -o errexit -o nounset -o pipefail
@@ -69,6 +71,11 @@ go run ./hack/crd-postprocess manifests/crds/caliban.caliban-ai.dev_calibantasks
 # The caliban-crds Helm chart carries the same CRDs as templates (so that
 # `helm upgrade` upgrades them), each with the keep policy (docs/adr/0018-helm-charts.md).
 "${ROOT}/hack/update-crds-chart.sh"
+
+# The caliban-operator chart renders the PrometheusRule and the dashboard of
+# manifests/monitoring from copies in its files/ (Helm reads nothing outside
+# the chart).
+"${ROOT}/hack/update-monitoring-chart.sh"
 
 # The Sandbox CRD and kwok Stages the tests install are upstream's own,
 # copied from the pinned modules (pkg/apis/sandbox is only the operator's

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fails when anything generated (pkg/apis zz_generated files, pkg/generated,
-# manifests/crds, charts/caliban-crds/templates, test/crds and test/stages/kwok (upstream's, copied from the
-# pinned modules), hack/api-rule-violations.list) differs from what
+# manifests/crds, charts/caliban-crds/templates, charts/caliban-operator/files
+# (manifests/monitoring's, copied), test/crds and test/stages/kwok
+# (upstream's, copied from the pinned modules), hack/api-rule-violations.list) differs from what
 # hack/update-codegen.sh produces from the current sources. It regenerates
 # in a scratch copy of the repository, so the working tree is never touched,
 # and with an empty Go module cache and no prebuilt generators: the way a
@@ -29,7 +30,7 @@ fi
 rm -f "${scratch}.log"
 
 status=0
-for path in pkg/apis pkg/generated manifests/crds charts/caliban-crds/templates test/crds test/stages/kwok hack/api-rule-violations.list; do
+for path in pkg/apis pkg/generated manifests/crds charts/caliban-crds/templates charts/caliban-operator/files test/crds test/stages/kwok hack/api-rule-violations.list; do
   if ! diff -Naupr "${ROOT}/${path}" "${scratch}/${path}"; then
     status=1
   fi

@@ -182,6 +182,13 @@ func TestTheOperatorChartsOptionalPartsRenderTheirKustomizations(t *testing.T) {
 			values: map[string]any{"admission": map[string]any{"enabled": true}},
 			dir:    "manifests/admission",
 		},
+		"monitoring.prometheusRule.enabled and monitoring.dashboard.enabled render manifests/monitoring": {
+			values: map[string]any{"monitoring": map[string]any{
+				"prometheusRule": map[string]any{"enabled": true},
+				"dashboard":      map[string]any{"enabled": true},
+			}},
+			dir: "manifests/monitoring",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			with := byKey(t, render(t, framework.OperatorChart, tc.values), all)

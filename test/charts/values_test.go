@@ -107,6 +107,18 @@ func TestTheValuesSchemaRefusesBadValuesByName(t *testing.T) {
 			values: map[string]any{"leaderElection": map[string]any{"enabled": "yes"}},
 			want:   []string{"/leaderElection/enabled", "boolean"},
 		},
+		"a dashboard namespace that is no namespace name": {
+			values: map[string]any{"monitoring": map[string]any{"dashboard": map[string]any{"namespace": "Grafana"}}},
+			want:   []string{"/monitoring/dashboard/namespace"},
+		},
+		"a rule label that is not a string": {
+			values: map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"labels": map[string]any{"release": 1}}}},
+			want:   []string{"/monitoring/prometheusRule/labels/release", "string"},
+		},
+		"an alerts switch as a string": {
+			values: map[string]any{"monitoring": map[string]any{"prometheusRule": map[string]any{"enabled": "yes"}}},
+			want:   []string{"/monitoring/prometheusRule/enabled", "boolean"},
+		},
 		"an admission parameter of an unknown key": {
 			values: map[string]any{"admission": map[string]any{"params": map[string]any{"admins": "me"}}},
 			want:   []string{"/admission/params", "admins"},

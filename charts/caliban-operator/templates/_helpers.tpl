@@ -27,6 +27,12 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/component: admission
 {{- end }}
 
+{{/* The labels of the PrometheusRule and the dashboard ConfigMap. */}}
+{{- define "caliban-operator.monitoringLabels" -}}
+{{ include "caliban-operator.labels" . }}
+app.kubernetes.io/component: monitoring
+{{- end }}
+
 {{/* The pods' selector: only the name, as in manifests/base. */}}
 {{- define "caliban-operator.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "caliban-operator.name" . }}
