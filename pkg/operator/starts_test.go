@@ -133,7 +133,9 @@ func TestAFirstStartIsTimedOnceStageByStage(t *testing.T) {
 // its objects' timestamps, in whole seconds.
 func TestAStartMetHalfWayIsTimedFromTheObjects(t *testing.T) {
 	f := newFixture(t)
-	tk := task(func(t *calibanv1alpha1.CalibanTask) { t.CreationTimestamp = metav1.NewTime(f.clock.Now().Add(-2 * time.Second)) })
+	tk := task(func(t *calibanv1alpha1.CalibanTask) {
+		t.CreationTimestamp = metav1.NewTime(f.clock.Now().Add(-2 * time.Second))
+	})
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()
 	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
