@@ -2,8 +2,8 @@
 // at start-up (docs/deploying.md#configuration). They come in two halves
 // that change for different reasons: ProcessSettings is how the operator
 // process itself runs (leader election and lease timing, its identity, the
-// metrics and pprof endpoints, workers, the API client, logging, the
-// namespace it watches, the resync and the task drain timeout);
+// metrics and pprof endpoints, workers, the API client, logging, tracing,
+// the namespace it watches, the resync and the task drain timeout);
 // AgentSettings is the contract of the agent pods, the only settings the
 // renderers in pkg/builders read. Parse reads both and reports every
 // problem at once, so a misconfigured operator refuses to start with the

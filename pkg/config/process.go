@@ -13,8 +13,9 @@ import (
 )
 
 // ProcessSettings is how the operator process runs: leader election,
-// identity, HTTP endpoints, queues, API client, logging, the namespace it
-// watches and how often it looks at everything again. No renderer reads it.
+// identity, HTTP endpoints, queues, API client, logging, tracing, the
+// namespace it watches and how often it looks at everything again. No
+// renderer reads it.
 type ProcessSettings struct {
 	LeaderElection bool
 	LeaseName      string
@@ -49,6 +50,8 @@ type ProcessSettings struct {
 	// TaskDrainTimeout bounds how long a deleted task with
 	// lifecycle.onDelete checkpoint waits for prospero to drain it.
 	TaskDrainTimeout time.Duration
+	// Tracing is where the syncs' spans go, if anywhere.
+	Tracing TracingSettings
 }
 
 // NoClientRateLimit as the QPS turns client-go's client-side rate limiter
@@ -83,6 +86,7 @@ func DefaultProcessSettings() ProcessSettings {
 		LogFormat:          LogFormatText,
 		ResyncPeriod:       300 * time.Second,
 		TaskDrainTimeout:   DefaultTaskDrainTimeout,
+		Tracing:            DefaultTracingSettings(),
 	}
 }
 
@@ -163,6 +167,7 @@ func (p *envParser) process(podNamespace string) ProcessSettings {
 	p.namespace(EnvWatchNamespace, &s.WatchNamespace)
 	p.seconds(EnvResyncSeconds, &s.ResyncPeriod)
 	p.seconds(EnvDrainTimeoutSeconds, &s.TaskDrainTimeout)
+	s.Tracing = p.tracing()
 	return s
 }
 

@@ -103,7 +103,8 @@ func Default() Settings {
 // default is empty or derived (CALIBAN_INGRESS_NAMESPACE,
 // CALIBAN_INGRESS_POD_SELECTOR, CALIBAN_LEASE_NAMESPACE, POD_NAME, HOSTNAME,
 // CONTROLLER_POD_NAME, CALIBAN_WATCH_NAMESPACE), where blank is the same as
-// unset.
+// unset. The OpenTelemetry variables (OTEL_*) follow their specification:
+// blank is unset for all of them.
 //
 // Every problem is reported, not just the first: the error joins one error
 // per problem (errors.Join), and each starts with the name of the variable

@@ -3,7 +3,9 @@ package config
 import (
 	"math"
 	"net"
+	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,6 +45,9 @@ func FuzzParse(f *testing.F) {
 		{"CALIBAN_WORKSPACE_STORAGE", "CALIBAND_CPU_REQUEST", "CALIBAND_CPU_LIMIT", "1e999999999", "1e-999999999", "1e30", "ns"},
 		{"CALIBAN_AGENT_SECCOMP_PROFILE", "CALIBAN_LOG_FORMAT", "HOSTNAME", "Unconfined", "json", "h", "ns"},
 		{"CALIBAN_SESSION_TOKEN_KEY", "CALIBAN_SESSION_SERVER_NAME", "CALIBAN_SESSION_TLS_SECRET", "..", "*.x", "s", "ns"},
+		{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_TRACES_SAMPLER_ARG", "http://[::1]:4317/x", "grpc", "1e-400", "ns"},
+		{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_RESOURCE_ATTRIBUTES", "https://h?", "traceidratio", "a=%2,b", "ns"},
+		{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_SERVICE_NAME", "True", "none", "\n", "ns"},
 	} {
 		f.Add(index(seed.a), seed.va, index(seed.b), seed.vb, index(seed.c), seed.vc, seed.podNamespace)
 	}
@@ -144,5 +149,19 @@ func settingsProblems(s Settings) []string {
 	check(s.Workers >= 1 && s.KubeAPIBurst >= 1 && s.LogVerbosity >= 0 && s.LogVerbosity <= math.MaxInt32, "a count is out of range")
 	check(s.KubeAPIQPS == NoClientRateLimit || s.KubeAPIQPS > 0 && !math.IsInf(float64(s.KubeAPIQPS), 0), "the QPS is neither -1 nor positive and finite")
 	check(s.LogFormat == "text" || s.LogFormat == "json", "the log format is unknown")
+	tr := s.Tracing
+	check(tr.Enabled() == (tr.Off == ""), "tracing is both on and off")
+	if tr.Enabled() {
+		u, err := url.Parse(tr.Endpoint)
+		check(err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Hostname() != "" && u.User == nil && u.RawQuery == "",
+			"the OTLP endpoint is not a plain http(s) URL")
+		check(tr.EndpointVariable == EnvOTLPEndpoint || tr.EndpointVariable == EnvOTLPTracesEndpoint, "the endpoint's variable is unknown")
+	}
+	check(tr.Protocol == TracingProtocolGRPC || tr.Protocol == TracingProtocolHTTPProtobuf, "the OTLP protocol is unsupported")
+	check(slices.Contains(samplers, tr.Sampler), "the sampler is unknown")
+	check(tr.SamplerRatio >= 0 && tr.SamplerRatio <= 1, "the sampler ratio is outside [0,1]")
+	check(tr.SamplerRatio == 1 || tr.Sampler == SamplerTraceIDRatio || tr.Sampler == SamplerParentBasedTraceIDRatio,
+		"a ratio is kept for a sampler that takes none")
+	check(tr.ServiceName != "", "the service name is empty")
 	return problems
 }

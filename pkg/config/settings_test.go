@@ -26,6 +26,9 @@ var settingsNames = []string{
 	"CALIBAN_KUBE_API_QPS", "CALIBAN_KUBE_API_BURST", "CALIBAN_KUBE_API_COMPRESSION", "CALIBAN_LOG_VERBOSITY", "CALIBAN_LOG_FORMAT",
 	"CALIBAN_WATCH_NAMESPACE", "CALIBAN_RESYNC_SECONDS", "CALIBAN_PPROF_BIND_ADDRESS",
 	"CALIBAN_DRAIN_TIMEOUT_SECONDS",
+	"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+	"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+	"OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES",
 }
 
 const settingsPodNamespace = "caliban-system"
@@ -95,6 +98,13 @@ func TestDefault(t *testing.T) {
 			LogFormat:          "text",
 			ResyncPeriod:       300 * time.Second,
 			TaskDrainTimeout:   600 * time.Second,
+			Tracing: TracingSettings{
+				Protocol:     "http/protobuf",
+				Sampler:      "parentbased_always_on",
+				SamplerRatio: 1,
+				ServiceName:  "caliban-operator",
+				Off:          "neither OTEL_EXPORTER_OTLP_ENDPOINT nor OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set",
+			},
 		},
 	}
 	t.Run("Default() matches the Default columns of the configuration tables", func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/caliban-ai/caliban-operator/pkg/config"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // syncFunc reconciles one object. A nil error with after > 0 asks to look
@@ -32,6 +33,9 @@ type loop struct {
 	// controller stops; under leader election it comes from the lease grace,
 	// so a deposed leader has stopped writing before another can take over.
 	shutdownGrace time.Duration
+	// tracer starts the span of each sync; the zero value (the default)
+	// traces nothing.
+	tracer tracing.Tracer
 }
 
 // newLoop makes a controller's loop. With urgent, the queue serves the

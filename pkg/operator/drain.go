@@ -16,6 +16,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // drain syncs a deleted task that carries the drain finalizer
@@ -91,7 +92,7 @@ func (c *TaskController) applyDrainFinalizer(ctx context.Context, task *calibanv
 	if hold {
 		ac.WithFinalizers(calibanv1alpha1.FinalizerDrain)
 	}
-	written, err := apply(ctx, c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name, ac)
+	written, err := apply(ctx, writeFinalizer, c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name, ac)
 	if err != nil {
 		return nil, err
 	}
@@ -130,6 +131,9 @@ func (c *TaskController) removeDrainFinalizer(ctx context.Context, task *caliban
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing the drain finalizer another manager wrote on CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
+	if err == nil {
+		tracing.RecordWrite(ctx, writeFinalizer)
+	}
 	return nil
 }
 
@@ -150,6 +154,7 @@ func (c *TaskController) deleteExpired(ctx context.Context, task *calibanv1alpha
 	if err != nil {
 		return fmt.Errorf("deleting CalibanTask %s/%s after its ttlSecondsAfterFinished: %w", task.Namespace, task.Name, err)
 	}
+	tracing.RecordWrite(ctx, writeDelete)
 	klog.FromContext(ctx).Info("Deleted the finished CalibanTask: its ttlSecondsAfterFinished has passed")
 	return nil
 }

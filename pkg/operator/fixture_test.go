@@ -32,13 +32,14 @@ import (
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // fixture is the sample-controller test fixture: objects go into the
 // informer indexers (what a sync reads) and the fake clientsets (what its
 // writes hit); only the sync handler runs, never the informers.
 type fixture struct {
-	t       *testing.T
+	t       testing.TB
 	ctx     context.Context
 	kube    *k8sfake.Clientset
 	caliban *calibanfake.Clientset
@@ -73,6 +74,8 @@ type fixture struct {
 	// transform makes of a child into the child caches, as an informer
 	// would.
 	children *freshness.Tracker
+	// tracer is the controllers' (recordSpans); tracing off unless set.
+	tracer tracing.Tracer
 }
 
 // fakeSandboxAPI answers SandboxAPI with a fixed value.
@@ -81,7 +84,7 @@ type fakeSandboxAPI struct{ missing bool }
 func (a *fakeSandboxAPI) Served() bool  { return !a.missing }
 func (*fakeSandboxAPI) HasSynced() bool { return true }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	_, ctx := ktesting.NewTestContext(t)
 	f := &fixture{
 		t:       t,
@@ -227,7 +230,7 @@ func (f *fixture) cacheSandbox(u *unstructured.Unstructured) {
 
 // watchedSandbox is a Sandbox as the informer's watch decodes it: typed,
 // and without its kind.
-func watchedSandbox(t *testing.T, u *unstructured.Unstructured) *sandboxv1beta1.Sandbox {
+func watchedSandbox(t testing.TB, u *unstructured.Unstructured) *sandboxv1beta1.Sandbox {
 	t.Helper()
 	body, err := json.Marshal(u.Object)
 	if err != nil {
@@ -259,6 +262,7 @@ func (f *fixture) taskController() *TaskController {
 		f.t.Fatal(err)
 	}
 	f.children = c.children
+	c.tracer = f.tracer
 	return c
 }
 
@@ -278,6 +282,7 @@ func (f *fixture) workspaceController() *WorkspaceController {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	c.tracer = f.tracer
 	return c
 }
 

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"go.opentelemetry.io/otel/trace"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // Clients are the API clients the controllers use.
@@ -41,6 +43,9 @@ type Operator struct {
 	Settings config.Settings
 	Metrics  *Metrics
 	Clock    clock.PassiveClock
+	// TracerProvider makes the syncs' spans; nil, or a no-op provider,
+	// makes none.
+	TracerProvider trace.TracerProvider
 
 	running atomic.Bool
 }
@@ -99,6 +104,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	}
 	sandboxAPI.onServed = tc.enqueueAll
 	wc.shutdownGrace, tc.shutdownGrace = s.ShutdownGrace(), s.ShutdownGrace()
+	wc.tracer, tc.tracer = tracing.NewTracer(o.TracerProvider), tracing.NewTracer(o.TracerProvider)
 	tc.taskDrainTimeout = s.TaskDrainTimeout
 	if o.Metrics != nil {
 		o.Metrics.SetTerm(&Term{Tasks: tasks.Lister(), Workspaces: workspaces.Lister(), SandboxServed: sandboxAPI.Served})

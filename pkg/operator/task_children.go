@@ -32,11 +32,11 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		write func(*freshness.Desired) error
 	}{
 		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *freshness.Desired) error {
-			_, err := apply(ctx, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
+			_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
 			return err
 		}},
 		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *freshness.Desired) error {
-			_, err := apply(ctx, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
+			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
 			return err
 		}},
 	} {
@@ -90,7 +90,7 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 	desired.Spec.WithOperatingMode(mode)
 	name := *desired.Name
 	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", name, "kept", current != nil && c.children.Kept(freshness.Sandbox, current))
-	_, err := apply(ctx, sandboxes, name, desired)
+	_, err := apply(ctx, writeSandbox, sandboxes, name, desired)
 	if apierrors.IsNotFound(err) {
 		return nil, true, nil
 	}

@@ -26,6 +26,7 @@ import (
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // TaskControllerName names the CalibanTask queue (and its metrics).
@@ -41,6 +42,9 @@ const (
 	// conflictRequeue: a conditional pin met a newer version of the task.
 	conflictRequeue = time.Second
 )
+
+// taskSyncSpan names the span of a task's sync.
+const taskSyncSpan = TaskControllerName + " sync"
 
 // workspaceIndex indexes tasks by the Workspace they name, as
 // "<namespace>/<workspace>".
@@ -300,7 +304,7 @@ func (c *TaskController) controllingTask(child metav1.Object) *calibanv1alpha1.C
 	return task
 }
 
-func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (after time.Duration, err error) {
 	task, err := c.tasks.CalibanTasks(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
 		return 0, nil
@@ -308,8 +312,17 @@ func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (ti
 	if err != nil {
 		return 0, err
 	}
+	// Every sync of a task joins the task's own trace (tracing.IDGenerator).
+	ctx, span := c.tracer.StartSync(ctx, taskSyncSpan, task.UID, true)
+	if span != nil {
+		phase := string(task.Status.Phase)
+		span.SetAttributes(tracing.KeyNamespace.String(task.Namespace), tracing.KeyTaskName.String(task.Name),
+			tracing.KeyTaskUID.String(string(task.UID)), tracing.KeyTaskPhaseBefore.String(phase),
+			// Until a status write says otherwise (writeStatusIf).
+			tracing.KeyTaskPhaseAfter.String(phase))
+	}
+	defer func() { span.End(after, err) }()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("calibantask", klog.KObj(task)))
-	var after time.Duration
 	switch {
 	case task.DeletionTimestamp != nil && builders.HasDrainFinalizer(task):
 		after, err = c.drain(ctx, task)
@@ -530,6 +543,9 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 	written, err := applyTaskStatus(ctx, c.caliban, task, desired, precondition)
 	if err != nil {
 		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+	}
+	if span := tracing.SyncFrom(ctx); span != nil {
+		span.SetAttributes(tracing.KeyTaskPhaseAfter.String(string(desired.Phase)))
 	}
 	c.children.Carry(task, written)
 	logger := klog.FromContext(ctx)

@@ -19,10 +19,14 @@ import (
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // WorkspaceControllerName names the Workspace queue (and its metrics).
 const WorkspaceControllerName = "workspace"
+
+// workspaceSyncSpan names the span of a Workspace's sync.
+const workspaceSyncSpan = WorkspaceControllerName + " sync"
 
 // Workspace re-check intervals (docs/crd-reference.md#requeue-intervals).
 // Secrets are read, never watched, so a Failed workspace is polled: creating
@@ -82,7 +86,7 @@ func NewWorkspaceController(
 // Run processes the queue with workers until ctx is done.
 func (c *WorkspaceController) Run(ctx context.Context, workers int) error { return c.run(ctx, workers) }
 
-func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
+func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.ObjectName) (after time.Duration, err error) {
 	logger := klog.FromContext(ctx).WithValues("workspace", key)
 	ws, err := c.lister.Workspaces(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
@@ -91,6 +95,17 @@ func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.Objec
 	if err != nil {
 		return 0, err
 	}
+	// A trace per sync, not per Workspace: a Workspace lives on
+	// indefinitely and is looked at every 15 s while it is not Ready, which
+	// would grow one trace without end (docs/adr/0020-tracing.md).
+	ctx, span := c.tracer.StartSync(ctx, workspaceSyncSpan, ws.UID, false)
+	if span != nil {
+		phase := string(ws.Status.Phase)
+		span.SetAttributes(tracing.KeyNamespace.String(ws.Namespace), tracing.KeyWorkspaceName.String(ws.Name),
+			tracing.KeyWorkspaceUID.String(string(ws.UID)), tracing.KeyWorkspacePhaseBefore.String(phase),
+			tracing.KeyWorkspacePhaseAfter.String(phase))
+	}
+	defer func() { span.End(after, err) }()
 	if ws.DeletionTimestamp != nil {
 		return 0, nil
 	}
@@ -104,6 +119,9 @@ func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.Objec
 		logger.V(4).Info("Applying status", "phase", desired.Phase)
 		if _, err := applyWorkspaceStatus(ctx, c.caliban, ws, desired); err != nil {
 			return 0, fmt.Errorf("applying status of Workspace %s: %w", key, err)
+		}
+		if span != nil {
+			span.SetAttributes(tracing.KeyWorkspacePhaseAfter.String(string(desired.Phase)))
 		}
 		if ws.Status.Phase != desired.Phase {
 			logger.Info("Workspace phase changed", "from", ws.Status.Phase, "to", desired.Phase, "message", desired.Message)

@@ -14,13 +14,25 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // The operator's one write path: every object it writes (a task's
 // ServiceAccount, NetworkPolicy and Sandbox, a task's drain finalizer, the
 // status of tasks and Workspaces) is a server-side apply of an apply
 // configuration, under the field manager caliban-operator, forced, through
-// apply. Deleting a task whose TTL ran out is the one other request.
+// apply. The two other requests, the tested JSON patch that removes a drain
+// finalizer another manager wrote and the delete of a task whose TTL ran
+// out, are in drain.go. Each write made is recorded in the span of the sync
+// that made it (tracing.RecordWrite), under one of these names.
+const (
+	writeStatus         = "status"
+	writeServiceAccount = "serviceaccount"
+	writeNetworkPolicy  = "networkpolicy"
+	writeSandbox        = "sandbox"
+	writeFinalizer      = "finalizer"
+	writeDelete         = "delete"
+)
 
 var applyPatchOptions = metav1.PatchOptions{FieldManager: builders.FieldManager, Force: new(true)}
 
@@ -31,15 +43,19 @@ type patcher[T any] interface {
 }
 
 // apply server-side-applies body to the object name of client (to its
-// subresource, if one is given) and returns the object as the server
-// stored it.
-func apply[T any](ctx context.Context, client patcher[T], name string, body runtime.ApplyConfiguration, subresource ...string) (T, error) {
+// subresource, if one is given), records the write in the sync's span
+// under the name write, and returns the object as the server stored it.
+func apply[T any](ctx context.Context, write string, client patcher[T], name string, body runtime.ApplyConfiguration, subresource ...string) (T, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
 		var none T
 		return none, fmt.Errorf("encoding the apply of %s: %w", name, err)
 	}
-	return client.Patch(ctx, name, types.ApplyPatchType, data, applyPatchOptions, subresource...)
+	obj, err := client.Patch(ctx, name, types.ApplyPatchType, data, applyPatchOptions, subresource...)
+	if err == nil {
+		tracing.RecordWrite(ctx, write)
+	}
+	return obj, err
 }
 
 // statusApply is the apply configuration of an object's status: type and
@@ -68,7 +84,7 @@ func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calib
 	if precondition {
 		id.WithResourceVersion(task.ResourceVersion)
 	}
-	return apply(ctx, c.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
+	return apply(ctx, writeStatus, c.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
 		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: status}, "status")
 }
 
@@ -76,6 +92,6 @@ func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calib
 // Workspace.
 func applyWorkspaceStatus(ctx context.Context, c calibanclient.Interface, ws *calibanv1alpha1.Workspace, status calibanv1alpha1.WorkspaceStatus) (*calibanv1alpha1.Workspace, error) {
 	id := calibanac.Workspace(ws.Name, ws.Namespace).WithUID(ws.UID)
-	return apply(ctx, c.CalibanV1alpha1().Workspaces(ws.Namespace), ws.Name,
+	return apply(ctx, writeStatus, c.CalibanV1alpha1().Workspaces(ws.Namespace), ws.Name,
 		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: status}, "status")
 }

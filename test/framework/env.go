@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// OperatorEnv is this process's environment without any operator setting,
-// pod identity or KUBECONFIG it may carry, plus vars (a later entry
+// OperatorEnv is this process's environment without any operator setting
+// (OpenTelemetry's OTEL_* included), pod identity or KUBECONFIG it may
+// carry, plus vars (a later entry
 // replaces an earlier one of the same name): the environment to start an
 // operator binary with, so that what a developer exported never leaks into
 // a test's or the benchmark's operator.
@@ -15,7 +16,7 @@ func OperatorEnv(vars ...string) []string {
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch {
-		case strings.HasPrefix(name, "CALIBAN_"), strings.HasPrefix(name, "CALIBAND_"),
+		case strings.HasPrefix(name, "CALIBAN_"), strings.HasPrefix(name, "CALIBAND_"), strings.HasPrefix(name, "OTEL_"),
 			name == "POD_NAME", name == "CONTROLLER_POD_NAME", name == "HOSTNAME", name == "KUBECONFIG":
 			continue
 		}

@@ -76,6 +76,15 @@ app.kubernetes.io/name: {{ include "caliban-operator.name" . }}
   verbs: [create, patch]
 {{- end }}
 
+{{/* OTEL_RESOURCE_ATTRIBUTES from the map: key=value, in key order. */}}
+{{- define "caliban-operator.resourceAttributes" -}}
+{{- $pairs := list }}
+{{- range $k, $v := . }}
+{{- $pairs = append $pairs (printf "%s=%s" $k $v) }}
+{{- end }}
+{{- join "," $pairs }}
+{{- end }}
+
 {{/*
 The rules between values that values.schema.json cannot state; the operator
 refuses the same combinations at start-up (pkg/config).
@@ -91,5 +100,12 @@ refuses the same combinations at start-up (pkg/config).
 {{- end }}
 {{- if and (ge ($a.calibandPort | int64) ($a.portBase | int64)) (le ($a.calibandPort | int64) ($a.portEnd | int64)) }}
 {{- fail (printf "agent.calibandPort %d falls inside the agent port window %d-%d" ($a.calibandPort | int64) ($a.portBase | int64) ($a.portEnd | int64)) }}
+{{- end }}
+{{- $t := .Values.tracing }}
+{{- if and (ne (toString $t.ratio) "1") (not (has $t.sampler (list "traceidratio" "parentbased_traceidratio"))) }}
+{{- fail (printf "tracing.ratio %v has no effect with tracing.sampler %s; use traceidratio or parentbased_traceidratio" $t.ratio $t.sampler) }}
+{{- end }}
+{{- if and (eq $t.protocol "grpc") (regexMatch "^https?://[^/]+/.+" $t.endpoint) }}
+{{- fail (printf "tracing.endpoint %s has a path, which OTLP over gRPC does not use" $t.endpoint) }}
 {{- end }}
 {{- end }}

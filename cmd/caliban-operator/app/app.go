@@ -33,13 +33,28 @@ func Run(ctx context.Context, s config.Settings, build BuildInfo) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting caliban-operator", "version", build.Version, "commit", build.Commit,
 		"leaderElection", s.LeaderElection, "watchNamespace", s.WatchNamespace, "workers", s.Workers)
+	logTracing(logger, s.Tracing)
 
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
 	if err != nil {
 		return fmt.Errorf("loading the cluster configuration (KUBECONFIG, else in-cluster): %w", err)
 	}
+	tp, shutdownTracing, err := newTracerProvider(ctx, s.Tracing, build)
+	if err != nil {
+		return err
+	}
+	// Deferred first, so it runs last: after the controllers have stopped
+	// and the lease is released, the spans of the last syncs are queued.
+	defer func() {
+		flushCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), tracingFlushTimeout)
+		defer cancel()
+		if err := shutdownTracing(flushCtx); err != nil {
+			logger.Error(err, "Could not send the last spans", "endpoint", s.Tracing.Target())
+		}
+	}()
 	configureClient(cfg, s.ProcessSettings, build)
+	traceAPIRequests(cfg, s.Tracing, tp)
 	clients, err := newClients(cfg)
 	if err != nil {
 		return err
@@ -51,7 +66,7 @@ func Run(ctx context.Context, s config.Settings, build BuildInfo) error {
 	p := &Process{
 		Settings:    s.ProcessSettings,
 		Leases:      clients.Kube.CoordinationV1(),
-		Controllers: &operator.Operator{Clients: clients, Settings: s, Metrics: metrics},
+		Controllers: &operator.Operator{Clients: clients, Settings: s, Metrics: metrics, TracerProvider: tp},
 	}
 	if s.MetricsBindAddress != "" {
 		// Probes and metrics stay up until the controllers have stopped

@@ -428,7 +428,8 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 	}
 	// Every setting of docs/deploying.md#configuration is present in the
 	// Deployment, so that a cluster operator edits a value rather than
-	// discovers a name.
+	// discovers a name; except the OpenTelemetry ones, which are absent,
+	// so that what a platform injects into the pod applies (ADR 0020).
 	read := map[string]bool{}
 	_, _ = config.Parse(func(name string) (string, bool) { read[name] = true; return "", false }, operatorNamespace)
 	if len(read) < 30 {
@@ -437,6 +438,12 @@ func TestTheOperatorsOwnPodIsAdmittedAsRestricted(t *testing.T) {
 	for name := range read {
 		if name == config.EnvHostname || name == config.EnvCalibandCPULimit || name == config.EnvCalibandMemoryLimit {
 			continue // HOSTNAME is the runtime's; limits are unset by default
+		}
+		if strings.HasPrefix(name, "OTEL_") {
+			if _, ok := env[name]; ok {
+				t.Errorf("the Deployment sets %s, which would override what a platform injects", name)
+			}
+			continue
 		}
 		if _, ok := env[name]; !ok {
 			t.Errorf("the Deployment does not set %s", name)
