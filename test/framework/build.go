@@ -69,3 +69,17 @@ func (b *OperatorBuild) Binary(t testing.TB) string {
 	}
 	return b.path
 }
+
+// MainBuildingOperator is MainWith for a test package that runs the
+// operator binary: it builds the binary into *build while the cluster
+// starts.
+func MainBuildingOperator(m *testing.M, c **Cluster, build **OperatorBuild) {
+	MainWith(m, c, func() (func(), error) {
+		b, err := StartOperatorBuild("caliban-operator-it-")
+		if err != nil {
+			return nil, err
+		}
+		*build = b
+		return b.Teardown, nil
+	})
+}

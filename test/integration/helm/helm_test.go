@@ -172,11 +172,10 @@ func TestTheChartsInstallUpgradeAndUninstall(t *testing.T) {
 			}
 		})
 		ns := cluster.Namespace(t, nil)
-		createProviderSecret(t, ns)
-		createWorkspace(t, ns, "ws")
-		waitForWorkspaceReady(t, ns, "ws")
-		createTask(t, ns, "task", "ws")
-		waitForTaskRunning(t, ns, "task")
+		cluster.CreateDemoWorkspace(t, ns, "ws", "Helm integration workspace")
+		cluster.WaitForWorkspaceReady(t, ns, "ws")
+		cluster.CreateDemoTask(t, ns, "task", "ws")
+		cluster.WaitForTaskRunning(t, ns, "task", time.Minute)
 		lease, err := cluster.Kube.CoordinationV1().Leases(operatorNamespace).Get(ctx, "caliban-operator", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -213,8 +212,7 @@ func TestTheChartsInstallUpgradeAndUninstall(t *testing.T) {
 
 	t.Run("uninstalling removes the operator and keeps the CRDs and tasks", func(t *testing.T) {
 		ns := cluster.Namespace(t, nil)
-		createProviderSecret(t, ns)
-		createWorkspace(t, ns, "kept")
+		cluster.CreateDemoWorkspace(t, ns, "kept", "Helm integration workspace")
 
 		uninstall(t, cfg, operatorRelease)
 		framework.Eventually(t, time.Minute, func() error {

@@ -18,14 +18,4 @@ var cluster *framework.Cluster
 // build is the operator binary, built while the cluster starts.
 var build *framework.OperatorBuild
 
-func TestMain(m *testing.M) { framework.MainWith(m, &cluster, buildOperator) }
-
-// buildOperator starts `go build ./cmd/caliban-operator` into a temporary
-// directory and returns the teardown that removes it.
-func buildOperator() (func(), error) {
-	var err error
-	if build, err = framework.StartOperatorBuild("caliban-operator-monitoring-it-"); err != nil {
-		return nil, err
-	}
-	return build.Teardown, nil
-}
+func TestMain(m *testing.M) { framework.MainBuildingOperator(m, &cluster, &build) }

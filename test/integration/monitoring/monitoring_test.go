@@ -47,15 +47,14 @@ func TestEverySeriesTheAlertsAndTheDashboardReadIsExported(t *testing.T) {
 		return nil
 	})
 
-	createProviderSecret(t, ns)
-	createWorkspace(t, ns, "ws")
-	waitForWorkspaceReady(t, ns, "ws")
+	cluster.CreateDemoWorkspace(t, ns, "ws", "Monitoring integration workspace")
+	cluster.WaitForWorkspaceReady(t, ns, "ws")
 
 	// caliban_controller_sync_errors_total has a series only once a sync
 	// has failed: the task's first Sandbox write is refused, and its retry
 	// after the policy is gone takes it to Running.
-	unfreeze := freezeSandboxes(t, ns)
-	createTask(t, ns, "task", "ws")
+	unfreeze := cluster.FreezeSandboxes(t, ns, 30*time.Second)
+	cluster.CreateDemoTask(t, ns, "task", "ws")
 	framework.Eventually(t, time.Minute, func() error {
 		m, err := scrape(op)
 		if err != nil {
@@ -67,7 +66,7 @@ func TestEverySeriesTheAlertsAndTheDashboardReadIsExported(t *testing.T) {
 		return nil
 	})
 	unfreeze()
-	waitForTaskRunning(t, ns, "task")
+	cluster.WaitForTaskRunning(t, ns, "task", time.Minute)
 
 	var missing []string
 	deadline := time.Now().Add(exportedWithin)

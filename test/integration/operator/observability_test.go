@@ -10,8 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/yaml"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -190,59 +188,8 @@ func TestAFailingAPICallIsReportedAndRetried(t *testing.T) {
 
 	// An admission policy refuses every Sandbox write in the namespace, so
 	// the operator's apply fails the way an API error would.
-	const message = "sandboxes are frozen in this namespace"
-	policy := "freeze-sandboxes-" + ns
-	objs, err := decodeYAML(fmt.Sprintf(`
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicy
-metadata: {name: %[1]s}
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules:
-    - {apiGroups: [agents.x-k8s.io], apiVersions: ["*"], operations: [CREATE, UPDATE], resources: [sandboxes]}
-  validations:
-  - {expression: "false", message: %[2]q}
----
-apiVersion: admissionregistration.k8s.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata: {name: %[1]s}
-spec:
-  policyName: %[1]s
-  validationActions: [Deny]
-  matchResources:
-    namespaceSelector:
-      matchLabels: {kubernetes.io/metadata.name: %[3]s}
-`, policy, message, ns))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.Apply(ctx, "", objs...); err != nil {
-		t.Fatal(err)
-	}
-	unfreeze := func() {
-		_ = cluster.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, policy, metav1.DeleteOptions{})
-	}
-	t.Cleanup(func() {
-		unfreeze()
-		_ = cluster.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(ctx, policy, metav1.DeleteOptions{})
-	})
-	// The policy takes effect once the apiserver has loaded it: probe with
-	// a dry run.
-	framework.Eventually(t, settleTimeout, func() error {
-		probe := &unstructured.Unstructured{}
-		probe.SetAPIVersion(sandboxes.GroupVersion().String())
-		probe.SetKind("Sandbox")
-		probe.SetName("probe")
-		probe.Object["spec"] = map[string]any{"podTemplate": map[string]any{"spec": map[string]any{
-			"containers": []any{map[string]any{"name": "c", "image": "i"}},
-		}}}
-		_, err := cluster.Dynamic.Resource(sandboxes).Namespace(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err == nil || !strings.Contains(err.Error(), message) {
-			return fmt.Errorf("the policy is not in force yet (dry run: %v)", err)
-		}
-		return nil
-	})
+	message := framework.FrozenSandboxesMessage
+	unfreeze := cluster.FreezeSandboxes(t, ns, settleTimeout)
 
 	createTask(t, ns, "blocked", "demo")
 	waitForEvent(t, ns, "blocked", corev1.EventTypeWarning, "ReconcileError", noteContains(message))
@@ -262,17 +209,4 @@ spec:
 	// Once the API accepts the write, a retry gets the task running.
 	unfreeze()
 	waitForTask(t, ns, "blocked", settleTimeout, isRunning)
-}
-
-// decodeYAML decodes a multi-document YAML stream.
-func decodeYAML(text string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, doc := range strings.Split(text, "\n---\n") {
-		u := &unstructured.Unstructured{}
-		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-			return nil, err
-		}
-		out = append(out, u)
-	}
-	return out, nil
 }

@@ -20,12 +20,4 @@ var cluster *framework.Cluster
 // build is the operator binary, built once while the cluster starts.
 var build *framework.OperatorBuild
 
-func TestMain(m *testing.M) { framework.MainWith(m, &cluster, buildOperator) }
-
-func buildOperator() (func(), error) {
-	var err error
-	if build, err = framework.StartOperatorBuild("caliban-operator-it-"); err != nil {
-		return nil, err
-	}
-	return build.Teardown, nil
-}
+func TestMain(m *testing.M) { framework.MainBuildingOperator(m, &cluster, &build) }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -90,25 +89,7 @@ func TestATasksSyncSpansShareOneTraceAcrossRestartsAndShowTheirAPIServerRequests
 	}
 	first := startOperator(t, "first", ns, env...)
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "anthropic-key"}, StringData: map[string]string{"api-key": "sk-ant-test"}}
-	if _, err := cluster.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{FieldManager: framework.FieldManager}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Create(ctx, &calibanv1alpha1.Workspace{
-		ObjectMeta: metav1.ObjectMeta{Name: "demo"},
-		Spec: calibanv1alpha1.WorkspaceSpec{
-			DisplayName: "Traced workspace",
-			Sources: []calibanv1alpha1.Source{{
-				Name: "caliban", Repo: "https://github.com/caliban-ai/caliban.git", Ref: "main", Path: "/work/caliban",
-			}},
-			Providers: []calibanv1alpha1.Provider{{
-				Name: "planner", Kind: "anthropic", Model: "claude-sonnet-4-5",
-				CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: "anthropic-key", Key: "api-key"},
-			}},
-		},
-	}, metav1.CreateOptions{FieldManager: framework.FieldManager}); err != nil {
-		t.Fatal(err)
-	}
+	cluster.CreateDemoWorkspace(t, ns, "demo", "Traced workspace")
 	framework.Eventually(t, settleTimeout, func() error {
 		ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, "demo", metav1.GetOptions{})
 		if err != nil {
