@@ -43,6 +43,9 @@ type TaskStatusInput struct {
 	Pin *calibanv1alpha1.ResolvedWorkspace
 	// Posture is the admitted posture (meaningful with Pin).
 	Posture calibanv1alpha1.PermissionPosture
+	// PinSignature is the pin's signature: the stored one, or SignPin's for
+	// a pin just decided. Empty for a pin from before the operator signed.
+	PinSignature string
 	// Sandbox is the task's Sandbox as observed, nil when there is none.
 	Sandbox *sandboxv1beta1.Sandbox
 	// SandboxAPIMissing says agent-sandbox's Sandbox API is not served, so
@@ -74,6 +77,7 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 	}
 	if in.Pin != nil {
 		status.PermissionPosture = in.Posture
+		status.PinSignature = in.PinSignature
 		status.RequestedBy = RequestedBy(task)
 		status.StartTime = task.Status.StartTime
 		if status.StartTime == nil && task.Status.ResolvedWorkspace == nil {
@@ -251,14 +255,12 @@ func SandboxServing(st *sandboxv1beta1.SandboxStatus) bool {
 	return st != nil && st.ServiceFQDN != "" && meta.IsStatusConditionTrue(st.Conditions, ConditionReady)
 }
 
-// RequestedBy is who created task, as its pin records it: copied from the
-// annotation the admission component writes when the task is pinned, and
-// kept from then on, as the pin is. A task pinned without the annotation
-// records nobody.
+// RequestedBy is who created task: the annotation the admission
+// component writes on create and lets nobody change. It is read from the
+// annotation on every pass, never from the status, which whoever may write
+// the status subresource could have rewritten. A task without the
+// annotation records nobody.
 func RequestedBy(task *calibanv1alpha1.CalibanTask) string {
-	if task.Status.ResolvedWorkspace != nil {
-		return task.Status.RequestedBy
-	}
 	return task.Annotations[calibanv1alpha1.AnnotationRequestedBy]
 }
 
@@ -271,6 +273,7 @@ func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool 
 		current.CalibandEndpoint != desired.CalibandEndpoint ||
 		!apiequality.Semantic.DeepEqual(current.SandboxRef, desired.SandboxRef) ||
 		!apiequality.Semantic.DeepEqual(current.ResolvedWorkspace, desired.ResolvedWorkspace) ||
+		current.PinSignature != desired.PinSignature ||
 		current.PermissionPosture != desired.PermissionPosture ||
 		current.RequestedBy != desired.RequestedBy ||
 		current.ObservedGeneration != desired.ObservedGeneration ||

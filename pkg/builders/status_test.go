@@ -326,6 +326,7 @@ func TestTaskStatusChanged(t *testing.T) {
 		"another posture is a change":             {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.PermissionPosture = "unattended" }), changed: true},
 		"an older observedGeneration is a change": {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.ObservedGeneration = 0 }), changed: true},
 		"another requester is a change":           {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.RequestedBy = "mallory" }), changed: true},
+		"another pin signature is a change":       {current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.PinSignature = "v1:forged" }), changed: true},
 		"another Ready message is a change": {
 			current: mutate(running, func(s *calibanv1alpha1.CalibanTaskStatus) { s.Conditions[0].Message = "x" }), changed: true,
 		},
@@ -348,7 +349,7 @@ func TestTaskStatusChanged(t *testing.T) {
 	})
 }
 
-func TestTheRequesterIsRecordedWithThePinAndKept(t *testing.T) {
+func TestTheRequesterIsReadFromTheAnnotationOnEveryPass(t *testing.T) {
 	annotated := func(who string) func(*calibanv1alpha1.CalibanTask) {
 		return func(t *calibanv1alpha1.CalibanTask) {
 			t.Annotations = map[string]string{calibanv1alpha1.AnnotationRequestedBy: who}
@@ -365,11 +366,12 @@ func TestTheRequesterIsRecordedWithThePinAndKept(t *testing.T) {
 		pin  *calibanv1alpha1.ResolvedWorkspace
 		want string
 	}{
-		"a task pinned by this pass records its annotation":               {task: fxTask(annotated("alice")), pin: fxPin(), want: "alice"},
-		"a task pinned without the annotation records nobody":             {task: fxTask(), pin: fxPin(), want: ""},
-		"a task waiting for its Workspace records nothing yet":            {task: fxTask(annotated("alice")), want: ""},
-		"a pinned task keeps its record when the annotation changes":      {task: fxTask(pinned("alice"), annotated("mallory")), pin: fxPin(), want: "alice"},
-		"a task pinned before the record existed does not take one later": {task: fxTask(pinned(""), annotated("mallory")), pin: fxPin(), want: ""},
+		"a task pinned by this pass records its annotation":                  {task: fxTask(annotated("alice")), pin: fxPin(), want: "alice"},
+		"a task pinned without the annotation records nobody":                {task: fxTask(), pin: fxPin(), want: ""},
+		"a task waiting for its Workspace records nothing yet":               {task: fxTask(annotated("alice")), want: ""},
+		"a status rewritten by someone else is put back from the annotation": {task: fxTask(pinned("mallory"), annotated("alice")), pin: fxPin(), want: "alice"},
+		"a status record erased by someone else is put back":                 {task: fxTask(pinned(""), annotated("alice")), pin: fxPin(), want: "alice"},
+		"a record without the annotation behind it is dropped":               {task: fxTask(pinned("mallory")), pin: fxPin(), want: ""},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

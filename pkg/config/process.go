@@ -52,6 +52,23 @@ type ProcessSettings struct {
 	TaskDrainTimeout time.Duration
 	// Tracing is where the syncs' spans go, if anywhere.
 	Tracing TracingSettings
+	// PinKeySecret names the Secret, in PinKeyNamespace(), that holds the
+	// key the operator signs and checks task pins with.
+	PinKeySecret string
+}
+
+// DefaultPinKeySecret is CALIBAN_PIN_KEY_SECRET's default.
+const DefaultPinKeySecret = "caliban-pin-key"
+
+// PinKeyNamespace is where the pin key Secret lives: the operator's own
+// namespace (the lease namespace: CALIBAN_LEASE_NAMESPACE, else the pod's),
+// and "default" only outside a cluster with neither, where a developer runs
+// the binary against a test cluster.
+func (s ProcessSettings) PinKeyNamespace() string {
+	if s.LeaseNamespace != "" {
+		return s.LeaseNamespace
+	}
+	return "default"
 }
 
 // NoClientRateLimit as the QPS turns client-go's client-side rate limiter
@@ -87,6 +104,7 @@ func DefaultProcessSettings() ProcessSettings {
 		ResyncPeriod:       300 * time.Second,
 		TaskDrainTimeout:   DefaultTaskDrainTimeout,
 		Tracing:            DefaultTracingSettings(),
+		PinKeySecret:       DefaultPinKeySecret,
 	}
 }
 
@@ -168,6 +186,7 @@ func (p *envParser) process(podNamespace string) ProcessSettings {
 	p.seconds(EnvResyncSeconds, &s.ResyncPeriod)
 	p.seconds(EnvDrainTimeoutSeconds, &s.TaskDrainTimeout)
 	s.Tracing = p.tracing()
+	p.objectName(EnvPinKeySecret, &s.PinKeySecret)
 	return s
 }
 

@@ -174,6 +174,10 @@ func TestParseHalvesRefuse(t *testing.T) {
 			env:  map[string]string{EnvResyncSeconds: " "},
 			want: "CALIBAN_RESYNC_SECONDS is set but blank",
 		},
+		"a pin key Secret name that is no object name": {
+			env:  map[string]string{EnvPinKeySecret: "Pin_Key"},
+			want: `CALIBAN_PIN_KEY_SECRET "Pin_Key" is not a valid object name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`,
+		},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -205,6 +209,16 @@ func TestParseHalvesRefuse(t *testing.T) {
 		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvDrainTimeoutSeconds: "3"}), settingsPodNamespace)
 		if err != nil || s.TaskDrainTimeout != 3*time.Second {
 			t.Errorf("TaskDrainTimeout %s, err %v; want 3s", s.TaskDrainTimeout, err)
+		}
+	})
+	t.Run("the pin key lives in the operator's namespace, and in default only outside a cluster", func(t *testing.T) {
+		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvPinKeySecret: "other-key"}), "caliban-system")
+		if err != nil || s.PinKeySecret != "other-key" || s.PinKeyNamespace() != "caliban-system" {
+			t.Errorf("pin key %s/%s, err %v; want caliban-system/other-key", s.PinKeyNamespace(), s.PinKeySecret, err)
+		}
+		s, err = ParseProcessSettings(settingsEnv(map[string]string{EnvLeaderElection: "false"}), "")
+		if err != nil || s.PinKeySecret != DefaultPinKeySecret || s.PinKeyNamespace() != "default" {
+			t.Errorf("pin key %s/%s, err %v; want default/%s", s.PinKeyNamespace(), s.PinKeySecret, err, DefaultPinKeySecret)
 		}
 	})
 	t.Run("a resync period is read in seconds", func(t *testing.T) {

@@ -55,6 +55,7 @@ const (
 	EnvResyncSeconds         = "CALIBAN_RESYNC_SECONDS"
 	EnvPprofBindAddress      = "CALIBAN_PPROF_BIND_ADDRESS"
 	EnvDrainTimeoutSeconds   = "CALIBAN_DRAIN_TIMEOUT_SECONDS"
+	EnvPinKeySecret          = "CALIBAN_PIN_KEY_SECRET"
 )
 
 const (

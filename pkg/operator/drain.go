@@ -38,7 +38,7 @@ func (c *TaskController) drain(ctx context.Context, task *calibanv1alpha1.Caliba
 	// written before the finalizer goes: a watcher sees them before the
 	// task disappears.
 	in := builders.TaskStatusInput{
-		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture,
+		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture, PinSignature: task.Status.PinSignature,
 		Sandbox: c.observedSandbox(task), Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout,
 	}
 	if _, err := c.writeStatus(ctx, task, in); err != nil {

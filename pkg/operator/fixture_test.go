@@ -263,8 +263,13 @@ func (f *fixture) taskController() *TaskController {
 	}
 	f.children = c.children
 	c.tracer = f.tracer
+	c.pinKey = fixturePinKey
 	return c
 }
+
+// fixturePinKey signs the fixtures' pins; tasks created before its Since
+// (the fixtures' zero creationTimestamp among them) are legacy.
+var fixturePinKey = builders.PinKey{Key: []byte("the fixtures' pin key, 32 bytes."), Since: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 
 // childInformers are the child informers by kind.
 func (f *fixture) childInformers() map[freshness.Kind]cache.SharedIndexInformer {

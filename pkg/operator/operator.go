@@ -92,6 +92,12 @@ func (o *Operator) Run(ctx context.Context) error {
 		synced:    sandboxes.HasSynced,
 		interval:  sandboxAPIPollInterval,
 	}
+	// Before any sync: a task pinned without the key could never be
+	// trusted again.
+	pinKey, err := LoadPinKey(ctx, o.Clients.Kube.CoreV1(), s.PinKeyNamespace(), s.PinKeySecret)
+	if err != nil {
+		return err
+	}
 	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
@@ -106,6 +112,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	wc.shutdownGrace, tc.shutdownGrace = s.ShutdownGrace(), s.ShutdownGrace()
 	wc.tracer, tc.tracer = tracing.NewTracer(o.TracerProvider), tracing.NewTracer(o.TracerProvider)
 	tc.taskDrainTimeout = s.TaskDrainTimeout
+	tc.pinKey = pinKey
 	if o.Metrics != nil {
 		o.Metrics.SetTerm(&Term{Tasks: tasks.Lister(), Workspaces: workspaces.Lister(), SandboxServed: sandboxAPI.Served})
 		// The gauges go when the term ends, not after the shutdown grace: a

@@ -78,6 +78,9 @@ type TaskController struct {
 	// taskDrainTimeout bounds a deleted task's drain
 	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
 	taskDrainTimeout time.Duration
+	// pinKey signs the pins this operator writes and tells them from pins
+	// someone else wrote into the status (LoadPinKey).
+	pinKey builders.PinKey
 	// starts times the first starts in flight for
 	// caliban_task_start_duration_seconds.
 	starts *startTracker
@@ -352,7 +355,8 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		return pendingWorkspaceRequeue, c.recordPending(ctx, task)
 	}
 	now := c.clock.Now()
-	in := builders.TaskStatusInput{Task: task, Failure: d.failure, Pin: d.pin, Posture: d.posture, Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout}
+	in := builders.TaskStatusInput{Task: task, Failure: d.failure, Pin: d.pin, Posture: d.posture, PinSignature: d.pinSignature,
+		Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout}
 	if d.failure != nil || d.pin == nil {
 		return d.after, c.recordWithoutApplying(ctx, task, in)
 	}
@@ -419,6 +423,8 @@ type decision struct {
 	after   time.Duration
 	pin     *calibanv1alpha1.ResolvedWorkspace
 	posture calibanv1alpha1.PermissionPosture
+	// pinSignature is the stored signature, or the new pin's.
+	pinSignature string
 	// newlyPinned: pin is the admission's, not in the task yet.
 	newlyPinned bool
 }
@@ -427,11 +433,12 @@ type decision struct {
 // pin, the state token Secret) and runs them in order: the lifecycle, then
 // admission and the pin (once) or the pinned posture, then the state.
 func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.CalibanTask) (decision, error) {
-	d := decision{pin: task.Status.ResolvedWorkspace, posture: task.Status.PermissionPosture}
+	d := decision{pin: task.Status.ResolvedWorkspace, posture: task.Status.PermissionPosture, pinSignature: task.Status.PinSignature}
 	if f := builders.LifecycleProblem(task); f != nil {
 		// Checked before admission: a task is never pinned under a
 		// deletion the operator would not honour.
-		return decision{failure: f, after: failureRequeue, pin: d.pin, posture: d.posture}, nil
+		d.failure, d.after = f, failureRequeue
+		return d, nil
 	}
 	if d.pin == nil {
 		// A missing Workspace is an answer (nil), not an error.
@@ -449,6 +456,12 @@ func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.Calib
 			return d, nil
 		}
 		d.pin, d.posture, d.newlyPinned = adm.Pin, adm.Posture, true
+		d.pinSignature = builders.SignPin(c.pinKey.Key, task.UID, adm.Pin)
+	} else if f := builders.UntrustedPin(task, c.pinKey); f != nil {
+		// Before every check that reads the pin: a pin someone else wrote
+		// can say whatever passes them.
+		d.failure, d.after = f, failureRequeue
+		return d, nil
 	} else if f := builders.PinnedPostureProblem(task); f != nil {
 		d.failure, d.after = f, failureRequeue
 		return d, nil

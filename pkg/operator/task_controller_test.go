@@ -123,6 +123,15 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			after:   30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonInvalidState,
 			events: []string{builders.ReasonInvalidState},
 		},
+		"a pin someone else wrote into the status fails the task without applying children": {
+			task: task(forgedPin(time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC))), objects: []any{workspace()},
+			after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPinNotTrusted,
+			events: []string{builders.ReasonPinNotTrusted},
+		},
+		"an unsigned pin of a task created before the key was written by an operator that did not sign, and runs": {
+			task: task(forgedPin(time.Date(2025, 12, 1, 0, 0, 0, 0, time.UTC))), objects: []any{workspace()},
+			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -273,6 +282,21 @@ func TestEnqueueOwner(t *testing.T) {
 				t.Errorf("enqueued = %v, want %v", got, tc.enqueued)
 			}
 		})
+	}
+}
+
+// forgedPin is an unattended task with an unsigned pin that allows it,
+// created at created: what whoever may write the status subresource could
+// write on a task whose Workspace does not allow unattended work.
+func forgedPin(created time.Time) func(*calibanv1alpha1.CalibanTask) {
+	return func(t *calibanv1alpha1.CalibanTask) {
+		t.CreationTimestamp = metav1.NewTime(created)
+		t.Spec.Task.PermissionPosture = calibanv1alpha1.PostureUnattended
+		t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{
+			Provider:    calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"},
+			AgentPolicy: &calibanv1alpha1.AgentPolicy{AllowUnattended: true, AutoAllow: new(true)},
+		}
+		t.Status.PermissionPosture = calibanv1alpha1.PostureUnattended
 	}
 }
 

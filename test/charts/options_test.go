@@ -16,6 +16,8 @@ import (
 func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
 	le := []string{"Role " + namespace + "/caliban-operator-leader-election", "RoleBinding " + namespace + "/caliban-operator-leader-election"}
 	cluster := []string{"ClusterRole /caliban-operator", "ClusterRoleBinding /caliban-operator"}
+	// The pin key Role comes with every RBAC, leader election or not.
+	pinKey := []string{"Role " + namespace + "/caliban-operator-pin-key", "RoleBinding " + namespace + "/caliban-operator-pin-key"}
 	sa := "ServiceAccount " + namespace + "/caliban-operator"
 	deploy := "Deployment " + namespace + "/caliban-operator"
 	tests := map[string]struct {
@@ -24,11 +26,11 @@ func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
 	}{
 		"the defaults render the identity, the RBAC and the Deployment": {
 			values: nil,
-			want:   append(append([]string{sa, deploy}, cluster...), le...),
+			want:   slices.Concat([]string{sa, deploy}, cluster, le, pinKey),
 		},
 		"without leader election there is no leader-election Role": {
 			values: map[string]any{"leaderElection": map[string]any{"enabled": false}},
-			want:   append([]string{sa, deploy}, cluster...),
+			want:   slices.Concat([]string{sa, deploy}, cluster, pinKey),
 		},
 		"without rbac.create there is no RBAC at all, leader election or not": {
 			values: map[string]any{"rbac": map[string]any{"create": false}},
@@ -36,11 +38,11 @@ func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
 		},
 		"without serviceAccount.create there is no ServiceAccount": {
 			values: map[string]any{"serviceAccount": map[string]any{"create": false}},
-			want:   append(append([]string{deploy}, cluster...), le...),
+			want:   slices.Concat([]string{deploy}, cluster, le, pinKey),
 		},
 		"a watch namespace swaps the ClusterRole for a Role there": {
 			values: map[string]any{"watchNamespace": "team-a"},
-			want:   append([]string{sa, deploy, "Role team-a/caliban-operator", "RoleBinding team-a/caliban-operator"}, le...),
+			want:   slices.Concat([]string{sa, deploy, "Role team-a/caliban-operator", "RoleBinding team-a/caliban-operator"}, le, pinKey),
 		},
 	}
 	for name, tc := range tests {

@@ -448,6 +448,13 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ResolvedWorkspace"),
 						},
 					},
+					"pinSignature": {
+						SchemaProps: spec.SchemaProps{
+							Description: "pinSignature authenticates resolvedWorkspace: an HMAC-SHA256, under the operator's own key (the Secret CALIBAN_PIN_KEY_SECRET), of the task's UID and its pin. The operator runs nothing from a pin whose signature does not verify: only it can have written such a pin.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
 					"permissionPosture": {
 						SchemaProps: spec.SchemaProps{
 							Description: "permissionPosture is the posture the task was admitted with.",
@@ -457,7 +464,7 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 					},
 					"requestedBy": {
 						SchemaProps: spec.SchemaProps{
-							Description: "requestedBy is who created the task: the annotation caliban.caliban-ai.dev/requested-by, copied when the task is pinned. Only the admission component (manifests/admission) makes it a record nobody can forge; without it, it is whatever the creator wrote.",
+							Description: "requestedBy is who created the task: the annotation caliban.caliban-ai.dev/requested-by, copied from it on every pass once the task is pinned. Only the admission component (manifests/admission) makes it a record nobody can forge; without it, it is whatever the creator wrote.",
 							Type:        []string{"string"},
 							Format:      "",
 						},

@@ -109,6 +109,9 @@ func startOperator(t *testing.T, name, ns string, env ...string) *operator {
 	op, err := framework.StartOperator(name, binary, addr, append([]string{
 		"KUBECONFIG=" + kc,
 		"CALIBAN_LEADER_ELECTION=false",
+		// The operator's namespace, where its ServiceAccount may keep the
+		// pin key, as in its pod.
+		"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
 		"CALIBAN_WATCH_NAMESPACE=" + ns,
 		"CALIBAN_LOG_VERBOSITY=4",
 		"CALIBAN_DRAIN_TIMEOUT_SECONDS=600",

@@ -116,6 +116,8 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			{"get", "", "secrets", "", singleNamespace},
 			{"patch", "agents.x-k8s.io", "sandboxes", "", singleNamespace},
 			{"update", "coordination.k8s.io", "leases", "", operatorNamespace},
+			// The pin key, made on the first start.
+			{"create", "", "secrets", "", operatorNamespace},
 		} {
 			if !allowed(t, operatorNamespace, operatorSA, a) {
 				t.Errorf("the operator may not %s", a)
@@ -127,6 +129,7 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			{"get", "", "secrets", "", "default"},
 			{"patch", "agents.x-k8s.io", "sandboxes", "", "default"},
 			{"list", calibanv1alpha1.GroupName, "calibantasks", "", ""},
+			{"create", "", "secrets", "", singleNamespace},
 		} {
 			if allowed(t, operatorNamespace, operatorSA, a) {
 				t.Errorf("the single-namespace operator may %s", a)
@@ -163,12 +166,15 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			{"delete", "networking.k8s.io", "networkpolicies", "", ns},
 			{"create", "events.k8s.io", "events", "", ns},
 			{"update", "coordination.k8s.io", "leases", "", operatorNamespace},
+			{"create", "", "secrets", "", operatorNamespace},
 		}
 		mayNot := []access{
 			{"list", "", "secrets", "", ns},
 			{"watch", "", "secrets", "", ns},
 			{"list", "", "secrets", "", ""},
 			{"update", "", "secrets", "", ns},
+			{"create", "", "secrets", "", ns},
+			{"update", "", "secrets", "", operatorNamespace},
 			{"create", calibanv1alpha1.GroupName, "calibantasks", "", ns},
 			{"deletecollection", calibanv1alpha1.GroupName, "calibantasks", "", ns},
 			{"update", calibanv1alpha1.GroupName, "calibantasks", "", ns},

@@ -47,6 +47,9 @@ func operatorSettings(ns string, id identity) []string {
 	return []string{
 		"KUBECONFIG=" + id.kubeconfig,
 		"CALIBAN_LEADER_ELECTION=false",
+		// The operator's namespace, where its ServiceAccount may keep the
+		// pin key, as in its pod.
+		"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
 		"CALIBAN_WATCH_NAMESPACE=" + ns,
 		fmt.Sprintf("CALIBAN_DRAIN_TIMEOUT_SECONDS=%d", int(drainTimeout/time.Second)),
 		"CALIBAN_LOG_VERBOSITY=2",

@@ -298,14 +298,22 @@ type CalibanTaskStatus struct {
 	// +optional
 	ResolvedWorkspace *ResolvedWorkspace `json:"resolvedWorkspace,omitempty"`
 
+	// pinSignature authenticates resolvedWorkspace: an HMAC-SHA256, under
+	// the operator's own key (the Secret CALIBAN_PIN_KEY_SECRET), of the
+	// task's UID and its pin. The operator runs nothing from a pin whose
+	// signature does not verify: only it can have written such a pin.
+	// +optional
+	PinSignature string `json:"pinSignature,omitempty"`
+
 	// permissionPosture is the posture the task was admitted with.
 	// +optional
 	PermissionPosture PermissionPosture `json:"permissionPosture,omitempty"`
 
 	// requestedBy is who created the task: the annotation
-	// caliban.caliban-ai.dev/requested-by, copied when the task is pinned.
-	// Only the admission component (manifests/admission) makes it a record
-	// nobody can forge; without it, it is whatever the creator wrote.
+	// caliban.caliban-ai.dev/requested-by, copied from it on every pass
+	// once the task is pinned. Only the admission component
+	// (manifests/admission) makes it a record nobody can forge; without it,
+	// it is whatever the creator wrote.
 	// +optional
 	RequestedBy string `json:"requestedBy,omitempty"`
 

@@ -312,6 +312,9 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: pinSignature
+      type:
+        scalar: string
     - name: requestedBy
       type:
         scalar: string

@@ -29,12 +29,18 @@ type CalibanTaskStatusApplyConfiguration struct {
 	// resolvedWorkspace is the workspace configuration pinned at admission.
 	// It is written once and never re-resolved.
 	ResolvedWorkspace *ResolvedWorkspaceApplyConfiguration `json:"resolvedWorkspace,omitempty"`
+	// pinSignature authenticates resolvedWorkspace: an HMAC-SHA256, under
+	// the operator's own key (the Secret CALIBAN_PIN_KEY_SECRET), of the
+	// task's UID and its pin. The operator runs nothing from a pin whose
+	// signature does not verify: only it can have written such a pin.
+	PinSignature *string `json:"pinSignature,omitempty"`
 	// permissionPosture is the posture the task was admitted with.
 	PermissionPosture *calibanv1alpha1.PermissionPosture `json:"permissionPosture,omitempty"`
 	// requestedBy is who created the task: the annotation
-	// caliban.caliban-ai.dev/requested-by, copied when the task is pinned.
-	// Only the admission component (manifests/admission) makes it a record
-	// nobody can forge; without it, it is whatever the creator wrote.
+	// caliban.caliban-ai.dev/requested-by, copied from it on every pass
+	// once the task is pinned. Only the admission component
+	// (manifests/admission) makes it a record nobody can forge; without it,
+	// it is whatever the creator wrote.
 	RequestedBy *string `json:"requestedBy,omitempty"`
 	// observedGeneration is the metadata.generation this status reflects.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
@@ -89,6 +95,14 @@ func (b *CalibanTaskStatusApplyConfiguration) WithSandboxRef(value *SandboxRefer
 // If called multiple times, the ResolvedWorkspace field is set to the value of the last call.
 func (b *CalibanTaskStatusApplyConfiguration) WithResolvedWorkspace(value *ResolvedWorkspaceApplyConfiguration) *CalibanTaskStatusApplyConfiguration {
 	b.ResolvedWorkspace = value
+	return b
+}
+
+// WithPinSignature sets the PinSignature field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PinSignature field is set to the value of the last call.
+func (b *CalibanTaskStatusApplyConfiguration) WithPinSignature(value string) *CalibanTaskStatusApplyConfiguration {
+	b.PinSignature = &value
 	return b
 }
 
