@@ -1,0 +1,84 @@
+package codegen_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// The operator signs a task's pin with the defaults the apiserver applies
+// to status.resolvedWorkspace already applied (builders.SignPin), so that
+// the signature verifies on the pin as stored. A default the schema gains
+// and the signer does not apply would fail every new task as
+// PinNotTrusted: this lists them, so that such a change meets this test
+// first.
+func TestTheSignerAppliesEveryDefaultOfThePinSchema(t *testing.T) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := framework.ReadManifests(filepath.Join(root, "manifests", "crds"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range objs {
+		if o.GetName() != "calibantasks.caliban.caliban-ai.dev" {
+			continue
+		}
+		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
+		for _, v := range versions {
+			pin, found, _ := unstructured.NestedMap(v.(map[string]any), "schema", "openAPIV3Schema", "properties", "status", "properties", "resolvedWorkspace")
+			if !found {
+				t.Fatal("the CalibanTask schema has no status.resolvedWorkspace")
+			}
+			got = append(got, defaultsUnder("resolvedWorkspace", pin)...)
+		}
+	}
+	sort.Strings(got)
+	// What canonicalPin in pkg/builders/pin.go applies (allowUnattended's
+	// false encodes as absent, as the Go type omits it when false).
+	want := []string{
+		"resolvedWorkspace.agentPolicy.allowUnattended=false",
+		"resolvedWorkspace.egress.allow=[]",
+		"resolvedWorkspace.sources[].ref=\"main\"",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults of status.resolvedWorkspace (-signer applies +schema has):\n%s\nchange canonicalPin with the schema", diff)
+	}
+}
+
+// defaultsUnder lists path=default for every default in schema.
+func defaultsUnder(path string, schema map[string]any) []string {
+	var out []string
+	if d, ok := schema["default"]; ok {
+		out = append(out, fmt.Sprintf("%s=%s", path, jsonish(d)))
+	}
+	if props, ok := schema["properties"].(map[string]any); ok {
+		for name, p := range props {
+			out = append(out, defaultsUnder(path+"."+name, p.(map[string]any))...)
+		}
+	}
+	if items, ok := schema["items"].(map[string]any); ok {
+		out = append(out, defaultsUnder(path+"[]", items)...)
+	}
+	return out
+}
+
+func jsonish(v any) string {
+	switch v := v.(type) {
+	case string:
+		return fmt.Sprintf("%q", v)
+	case []any:
+		if len(v) == 0 {
+			return "[]"
+		}
+	}
+	return fmt.Sprint(v)
+}
