@@ -229,6 +229,7 @@ func (f *floorClient) provision(ctx context.Context, key string) error {
 	pin := builders.PinWorkspace(task, &ws.Spec, provider)
 	status := builders.TaskStatus(builders.TaskStatusInput{
 		Task: task, Pin: pin, Posture: builders.RequestedPosture(task), Now: metav1.Now(),
+		PinSignature: builders.SignPin(floorPinKey.Key, task.UID, pin),
 	}, f.settings)
 	if err := f.applyStatus(ctx, task, status); err != nil {
 		return err
@@ -250,6 +251,10 @@ func (f *floorClient) provision(ctx context.Context, key string) error {
 		Body(body).Do(ctx).Error()
 }
 
+// floorPinKey signs the bare client's pins as the operator's key signs its
+// own.
+var floorPinKey = builders.PinKey{Key: []byte("the bare client's pin key: 32 B.")}
+
 // running writes Running and its Event, once per task.
 func (f *floorClient) running(ctx context.Context, key string) error {
 	task, err := f.task(key)
@@ -267,8 +272,14 @@ func (f *floorClient) running(ctx context.Context, key string) error {
 		return err
 	}
 	sb := sbObj.(*sandboxv1beta1.Sandbox)
+	// The operator checks the pin's signature on every pass; so does the
+	// floor, to do the same work.
+	if problem := builders.UntrustedPin(task, floorPinKey); problem != nil {
+		return fmt.Errorf("the bare client's own pin of %s/%s: %s", task.Namespace, task.Name, problem.Message)
+	}
 	status := builders.TaskStatus(builders.TaskStatusInput{
 		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture, Sandbox: sb, Now: metav1.Now(),
+		PinSignature: task.Status.PinSignature,
 	}, f.settings)
 	if err := f.applyStatus(ctx, task, status); err != nil {
 		return err
