@@ -156,6 +156,27 @@ func PinnedPostureProblem(task *calibanv1alpha1.CalibanTask) *Failure {
 	return nil
 }
 
+// PinnedEnvProblem fails a pin whose env carries an agentPolicy variable
+// (AgentPolicyVariables): a pin taken before the Workspace schema and
+// validation refused them. Such an entry would set the agent's posture
+// without the typed field, and so without the posture gate; dropping it
+// silently would run the task under another policy than its Workspace
+// asked for, so the task fails, naming the entry and the field to set.
+func PinnedEnvProblem(task *calibanv1alpha1.CalibanTask) *Failure {
+	pin := task.Status.ResolvedWorkspace
+	if pin == nil {
+		return nil
+	}
+	for i, e := range pin.Env {
+		if field := AgentPolicyField(e.Name); field != "" {
+			return &Failure{Reason: ReasonPostureNotPermitted, Message: fmt.Sprintf(
+				"status.resolvedWorkspace.env[%d]: %s; the task was pinned before that was refused: set %s in the Workspace instead and create the task again",
+				i, agentPolicyEnvProblem(e.Name, field), field)}
+		}
+	}
+	return nil
+}
+
 // ResolveProvider picks the task's provider: providerRef, else the
 // workspace's defaultProvider, else its only provider. The message says why
 // none could be picked.

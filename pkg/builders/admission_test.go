@@ -241,3 +241,58 @@ func TestPinnedPostureProblem(t *testing.T) {
 		})
 	}
 }
+
+func TestPinnedEnvProblem(t *testing.T) {
+	pinnedEnv := func(policy *calibanv1alpha1.AgentPolicy, env ...calibanv1alpha1.EnvVar) func(*calibanv1alpha1.CalibanTask) {
+		return func(t *calibanv1alpha1.CalibanTask) {
+			t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{
+				Provider: calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"}, Env: env, AgentPolicy: policy,
+			}
+		}
+	}
+	autoAllow := calibanv1alpha1.EnvVar{Name: "CALIBAN_AUTO_ALLOW", Value: "true"}
+	type row struct {
+		task *calibanv1alpha1.CalibanTask
+		want *Failure
+	}
+	tests := map[string]row{
+		"an unpinned task has nothing to re-check": {task: fxTask()},
+		"a pin with ordinary env is fine": {
+			task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: "MODE", Value: "fast"}, calibanv1alpha1.EnvVar{Name: "caliban_auto_allow", Value: "true"})),
+		},
+		"a pin whose env grants auto-allow without the gate fails, naming the entry and the field": {
+			task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: "MODE", Value: "fast"}, autoAllow)),
+			want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[1]: 'CALIBAN_AUTO_ALLOW' is projected from agentPolicy.autoAllow and cannot be set in a Workspace; " +
+				"the task was pinned before that was refused: set agentPolicy.autoAllow in the Workspace instead and create the task again"},
+		},
+		"a pin whose policy allows unattended work still fails: the entry did not pass the gate": {
+			task: fxTask(pinnedEnv(&calibanv1alpha1.AgentPolicy{AllowUnattended: true, AutoAllow: new(true)}, autoAllow)),
+			want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[0]: 'CALIBAN_AUTO_ALLOW' is projected from agentPolicy.autoAllow and cannot be set in a Workspace; " +
+				"the task was pinned before that was refused: set agentPolicy.autoAllow in the Workspace instead and create the task again"},
+		},
+		"a restricting variable fails too: dropping it would run the task under a looser policy": {
+			task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: "CALIBAN_NO_MCP", Value: "true"})),
+			want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[0]: 'CALIBAN_NO_MCP' is projected from agentPolicy.noMcp and cannot be set in a Workspace; " +
+				"the task was pinned before that was refused: set agentPolicy.noMcp in the Workspace instead and create the task again"},
+		},
+		"the first such entry is named": {
+			task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: "CALIBAN_PARALLEL_TOOL_LIMIT", Value: "64"}, autoAllow)),
+			want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[0]: 'CALIBAN_PARALLEL_TOOL_LIMIT' is projected from agentPolicy.parallelToolLimit and cannot be set in a Workspace; " +
+				"the task was pinned before that was refused: set agentPolicy.parallelToolLimit in the Workspace instead and create the task again"},
+		},
+	}
+	for _, v := range wantAgentPolicyVariables {
+		tests["a pin carrying "+v.Name+" fails naming "+v.Field] = row{
+			task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: v.Name, Value: "true"})),
+			want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[0]: '" + v.Name + "' is projected from " + v.Field + " and cannot be set in a Workspace; " +
+				"the task was pinned before that was refused: set " + v.Field + " in the Workspace instead and create the task again"},
+		}
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, PinnedEnvProblem(tc.task)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -90,6 +90,46 @@ const (
 	AgentPolicyListSeparator = ","
 )
 
+// AgentPolicyVariable is a variable the agent policy projects and the
+// agentPolicy field it is projected from, as a Workspace spells it.
+type AgentPolicyVariable struct {
+	Name  string
+	Field string
+}
+
+// AgentPolicyVariables is every variable the agent policy projects, in the
+// order CalibandEnv writes them. None may come from a Workspace's env:
+// only the typed field passes the posture gate (a CALIBAN_AUTO_ALLOW=true
+// entry would grant auto-allow without agentPolicy.allowUnattended), so
+// the schema refuses them (pkg/apis, WorkspaceSpec.Env, a literal copy of
+// this list), Workspace validation refuses them, CalibandEnv never renders
+// them from env and PinnedEnvProblem fails a pin that carries one.
+var AgentPolicyVariables = []AgentPolicyVariable{
+	{EnvDefaultPermissionMode, "agentPolicy.permissionMode"},
+	{EnvAutoAllow, "agentPolicy.autoAllow"},
+	{EnvNoPermissions, "agentPolicy.noPermissions"},
+	{EnvNoMCP, "agentPolicy.noMcp"},
+	{EnvNoHooks, "agentPolicy.noHooks"},
+	{EnvNoSkills, "agentPolicy.noSkills"},
+	{EnvNoSubAgent, "agentPolicy.noSubAgent"},
+	{EnvStrictKnownMarketplaces, "agentPolicy.strictKnownMarketplaces"},
+	{EnvEnabledPlugins, "agentPolicy.enabledPlugins"},
+	{EnvBlockedMarketplaces, "agentPolicy.blockedMarketplaces"},
+	{EnvParallelToolLimit, "agentPolicy.parallelToolLimit"},
+}
+
+// AgentPolicyField returns the agentPolicy field that projects the
+// variable name, or "" when the agent policy projects no variable of that
+// name. Names compare exactly, as env names do.
+func AgentPolicyField(name string) string {
+	for _, v := range AgentPolicyVariables {
+		if v.Name == name {
+			return v.Field
+		}
+	}
+	return ""
+}
+
 // DeadEnvNames lists variables the operator must never emit into an agent pod
 // (docs/caliband-contract.md#names-the-operator-never-sets). Some were
 // bugs of the original operator that caliban never reads;
@@ -177,8 +217,8 @@ var OperatorEnvNames = []string{
 // kinds: the daemon token, every listed provider's base-URL and API-key
 // names, the storage and router variables, CALIBAN_PROVIDER and
 // GONZALO_TOKEN. Names compare exactly (env names are case-sensitive).
-// agentPolicy variables are not owned in this sense: a Workspace env entry
-// may name one, and the typed value wins.
+// agentPolicy variables are not owned in this sense: they are reserved for
+// another reason, with another answer (AgentPolicyField).
 func OperatorOwnedEnv(name string, providerKinds []string) bool {
 	if slices.Contains(OperatorEnvNames, name) {
 		return true

@@ -1,9 +1,13 @@
 package builders
 
 import (
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 )
 
 // The launch contract is a set of names caliband parses; a typo compiles and
@@ -127,10 +131,11 @@ func TestDeadEnvNames(t *testing.T) {
 	}
 	// A dead name the operator also owned would be emitted by one rule and
 	// forbidden by another.
-	emitted := append([]string{
-		EnvDefaultPermissionMode, EnvAutoAllow, EnvNoPermissions, EnvNoMCP, EnvNoHooks, EnvNoSkills,
-		EnvNoSubAgent, EnvStrictKnownMarketplaces, EnvEnabledPlugins, EnvBlockedMarketplaces, EnvParallelToolLimit,
-	}, OperatorEnvNames...)
+	var emitted []string
+	for _, v := range wantAgentPolicyVariables {
+		emitted = append(emitted, v.Name)
+	}
+	emitted = append(emitted, OperatorEnvNames...)
 	for _, kind := range []string{"anthropic", "openai", "google", "azure"} {
 		b, k := ProviderEnv(kind)
 		emitted = append(emitted, b, k)
@@ -152,31 +157,115 @@ func TestOperatorOwnedEnv(t *testing.T) {
 		// expected
 		owned bool
 	}{
-		"the daemon token is owned":                       {name: "CALIBAN_DAEMON_TOKEN", owned: true},
-		"CALIBAN_PROVIDER is owned":                       {name: "CALIBAN_PROVIDER", owned: true},
-		"the router config is owned":                      {name: "CALIBAN_ROUTER_CONFIG", owned: true},
-		"the storage substrate is owned":                  {name: "CALIBAN_STORAGE_SUBSTRATE", owned: true},
-		"the storage URL is owned":                        {name: "CALIBAN_STORAGE_REMOTE_URL", owned: true},
-		"the storage token's variable is owned":           {name: "CALIBAN_STORAGE_REMOTE_TOKEN_ENV", owned: true},
-		"the gonzalo token is owned":                      {name: "GONZALO_TOKEN", owned: true},
-		"a listed provider's key is owned":                {name: "ANTHROPIC_API_KEY", kinds: []string{"anthropic"}, owned: true},
-		"a listed provider's base URL is owned":           {name: "ANTHROPIC_BASE_URL", kinds: []string{"anthropic"}, owned: true},
-		"gemini names are owned for a google provider":    {name: "GEMINI_API_KEY", kinds: []string{"google"}, owned: true},
-		"every listed provider's names are owned":         {name: "BEDROCK_BASE_URL", kinds: []string{"openai", "Bedrock"}, owned: true},
-		"a mapped odd kind's names are owned":             {name: "MY_LLM_V2_API_KEY", kinds: []string{"my-llm.v2"}, owned: true},
-		"an unlisted provider's key is free":              {name: "OPENAI_API_KEY", kinds: []string{"anthropic"}},
-		"provider names are free without providers":       {name: "ANTHROPIC_API_KEY"},
-		"names compare case-sensitively":                  {name: "caliban_daemon_token"},
-		"agentPolicy variables may be named (typed wins)": {name: "CALIBAN_AUTO_ALLOW", kinds: []string{"anthropic"}},
-		"an ordinary variable is free":                    {name: "HTTP_PROXY", kinds: []string{"anthropic", "openai"}},
-		"a dead name is not owned, only never emitted":    {name: "CALIBAN_MODEL", kinds: []string{"anthropic"}},
-		"other daemon variables are not owned":            {name: "CALIBAN_DAEMON_RUNTIME_DIR"},
-		"an empty name is free":                           {name: ""},
+		"the daemon token is owned":                            {name: "CALIBAN_DAEMON_TOKEN", owned: true},
+		"CALIBAN_PROVIDER is owned":                            {name: "CALIBAN_PROVIDER", owned: true},
+		"the router config is owned":                           {name: "CALIBAN_ROUTER_CONFIG", owned: true},
+		"the storage substrate is owned":                       {name: "CALIBAN_STORAGE_SUBSTRATE", owned: true},
+		"the storage URL is owned":                             {name: "CALIBAN_STORAGE_REMOTE_URL", owned: true},
+		"the storage token's variable is owned":                {name: "CALIBAN_STORAGE_REMOTE_TOKEN_ENV", owned: true},
+		"the gonzalo token is owned":                           {name: "GONZALO_TOKEN", owned: true},
+		"a listed provider's key is owned":                     {name: "ANTHROPIC_API_KEY", kinds: []string{"anthropic"}, owned: true},
+		"a listed provider's base URL is owned":                {name: "ANTHROPIC_BASE_URL", kinds: []string{"anthropic"}, owned: true},
+		"gemini names are owned for a google provider":         {name: "GEMINI_API_KEY", kinds: []string{"google"}, owned: true},
+		"every listed provider's names are owned":              {name: "BEDROCK_BASE_URL", kinds: []string{"openai", "Bedrock"}, owned: true},
+		"a mapped odd kind's names are owned":                  {name: "MY_LLM_V2_API_KEY", kinds: []string{"my-llm.v2"}, owned: true},
+		"an unlisted provider's key is free":                   {name: "OPENAI_API_KEY", kinds: []string{"anthropic"}},
+		"provider names are free without providers":            {name: "ANTHROPIC_API_KEY"},
+		"names compare case-sensitively":                       {name: "caliban_daemon_token"},
+		"an agentPolicy variable is reserved apart, not owned": {name: "CALIBAN_AUTO_ALLOW", kinds: []string{"anthropic"}},
+		"an ordinary variable is free":                         {name: "HTTP_PROXY", kinds: []string{"anthropic", "openai"}},
+		"a dead name is not owned, only never emitted":         {name: "CALIBAN_MODEL", kinds: []string{"anthropic"}},
+		"other daemon variables are not owned":                 {name: "CALIBAN_DAEMON_RUNTIME_DIR"},
+		"an empty name is free":                                {name: ""},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
 			if got := OperatorOwnedEnv(test.name, test.kinds); got != test.owned {
 				t.Errorf("OperatorOwnedEnv(%q, %q) = %v, want %v", test.name, test.kinds, got, test.owned)
+			}
+		})
+	}
+}
+
+// wantAgentPolicyVariables is the table of docs/crd-reference.md#agentpolicy
+// written out, the oracle the reserved-name tests loop over: a name left out
+// of AgentPolicyVariables would pass every test that derived its rows from
+// that list.
+var wantAgentPolicyVariables = []AgentPolicyVariable{
+	{"CALIBAN_DEFAULT_PERMISSION_MODE", "agentPolicy.permissionMode"},
+	{"CALIBAN_AUTO_ALLOW", "agentPolicy.autoAllow"},
+	{"CALIBAN_NO_PERMISSIONS", "agentPolicy.noPermissions"},
+	{"CALIBAN_NO_MCP", "agentPolicy.noMcp"},
+	{"CALIBAN_NO_HOOKS", "agentPolicy.noHooks"},
+	{"CALIBAN_NO_SKILLS", "agentPolicy.noSkills"},
+	{"CALIBAN_NO_SUB_AGENT", "agentPolicy.noSubAgent"},
+	{"CALIBAN_STRICT_KNOWN_MARKETPLACES", "agentPolicy.strictKnownMarketplaces"},
+	{"CALIBAN_ENABLED_PLUGINS", "agentPolicy.enabledPlugins"},
+	{"CALIBAN_BLOCKED_MARKETPLACES", "agentPolicy.blockedMarketplaces"},
+	{"CALIBAN_PARALLEL_TOOL_LIMIT", "agentPolicy.parallelToolLimit"},
+}
+
+func TestAgentPolicyVariables(t *testing.T) {
+	t.Run("the list is the documented table", func(t *testing.T) {
+		if diff := cmp.Diff(wantAgentPolicyVariables, AgentPolicyVariables); diff != "" {
+			t.Errorf("AgentPolicyVariables (-want +got):\n%s", diff)
+		}
+	})
+	// Every variable a policy can project is reserved, so a new field's
+	// variable cannot be added to agentPolicyEnv and forgotten here.
+	t.Run("the list is what a policy setting every field projects, in order", func(t *testing.T) {
+		every := &calibanv1alpha1.AgentPolicy{
+			AllowUnattended: true, PermissionMode: calibanv1alpha1.PermissionModeDontAsk,
+			AutoAllow: new(true), NoPermissions: new(true), NoMCP: new(true), NoHooks: new(true), NoSkills: new(true),
+			NoSubAgent: new(true), StrictKnownMarketplaces: new(true), EnabledPlugins: []string{},
+			BlockedMarketplaces: []string{}, ParallelToolLimit: new(int32(1)),
+		}
+		var projected, listed []string
+		for _, e := range agentPolicyEnv(every) {
+			projected = append(projected, *e.Name)
+		}
+		for _, v := range AgentPolicyVariables {
+			listed = append(listed, v.Name)
+		}
+		if diff := cmp.Diff(projected, listed); diff != "" {
+			t.Errorf("(-projected +listed):\n%s", diff)
+		}
+	})
+	// The field is what a message tells people to set: it must be spelled
+	// as in a Workspace.
+	t.Run("each field is an agentPolicy field as the API spells it", func(t *testing.T) {
+		fields := map[string]bool{}
+		typ := reflect.TypeFor[calibanv1alpha1.AgentPolicy]()
+		for i := range typ.NumField() {
+			name, _, _ := strings.Cut(typ.Field(i).Tag.Get("json"), ",")
+			fields["agentPolicy."+name] = true
+		}
+		for _, v := range AgentPolicyVariables {
+			if !fields[v.Field] {
+				t.Errorf("%s: %s is no field of the AgentPolicy type", v.Name, v.Field)
+			}
+		}
+	})
+}
+
+func TestAgentPolicyField(t *testing.T) {
+	tests := map[string]struct {
+		name  string
+		field string
+	}{
+		"auto-allow is projected from autoAllow":          {name: "CALIBAN_AUTO_ALLOW", field: "agentPolicy.autoAllow"},
+		"the permission mode is projected from its field": {name: "CALIBAN_DEFAULT_PERMISSION_MODE", field: "agentPolicy.permissionMode"},
+		"the last variable of the list is found":          {name: "CALIBAN_PARALLEL_TOOL_LIMIT", field: "agentPolicy.parallelToolLimit"},
+		"names compare case-sensitively":                  {name: "caliban_auto_allow"},
+		"an operator-owned name is not the policy's":      {name: "CALIBAN_PROVIDER"},
+		"an ordinary variable is not the policy's":        {name: "HTTP_PROXY"},
+		"allowUnattended projects no variable":            {name: "CALIBAN_ALLOW_UNATTENDED"},
+		"an empty name is not the policy's":               {name: ""},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := AgentPolicyField(test.name); got != test.field {
+				t.Errorf("AgentPolicyField(%q) = %q, want %q", test.name, got, test.field)
 			}
 		})
 	}

@@ -14,9 +14,8 @@ import (
 // CalibandEnv is the caliband container's environment, in a fixed order with
 // no repeated name (server-side apply rejects a list-map with duplicate
 // keys): the provider, storage, router config, the workspace's env, the
-// agentPolicy variables (which win over a workspace env entry of the same
-// name) and last the daemon token. Secrets only ever appear as
-// secretKeyRefs.
+// agentPolicy variables and last the daemon token. Secrets only ever appear
+// as secretKeyRefs.
 func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []*corev1ac.EnvVarApplyConfiguration {
 	var env envList
 
@@ -48,17 +47,19 @@ func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.Resolve
 		env.value(EnvRouterConfig, RouterConfigPath)
 	}
 
-	policy := agentPolicyEnv(pin.AgentPolicy)
 	kinds := []string{p.Kind}
 	for _, e := range pin.Env {
-		// Validation keeps operator-owned and dead names out of a Ready
-		// workspace; a pin from before those checks must still not emit them.
-		if OperatorOwnedEnv(e.Name, kinds) || slices.Contains(DeadEnvNames, e.Name) || policy.has(e.Name) || env.has(e.Name) {
+		// Validation keeps operator-owned, dead and agentPolicy names out of
+		// a Ready workspace; a pin from before those checks must still not
+		// emit them. An agentPolicy name is dropped even when the policy
+		// leaves its field unset: only the typed field passed the posture
+		// gate (PinnedEnvProblem fails such a pin before it gets here).
+		if OperatorOwnedEnv(e.Name, kinds) || slices.Contains(DeadEnvNames, e.Name) || AgentPolicyField(e.Name) != "" || env.has(e.Name) {
 			continue
 		}
 		env.value(e.Name, e.Value)
 	}
-	env = append(env, policy...)
+	env = append(env, agentPolicyEnv(pin.AgentPolicy)...)
 
 	env.secret(EnvDaemonToken, s.SessionTokenSecret, s.SessionTokenKey)
 	return env

@@ -321,13 +321,10 @@ func TestCalibandEnvAgentPolicy(t *testing.T) {
 			env:    []calibanv1alpha1.EnvVar{{Name: "CALIBAN_ENABLED_PLUGINS", Value: "everything"}},
 			want:   []corev1.EnvVar{plainEnv("CALIBAN_ENABLED_PLUGINS", "")},
 		},
-		"a workspace env entry naming a policy variable the policy leaves unset is kept": {
+		"a workspace env entry naming a policy variable the policy leaves unset is dropped": {
 			policy: &calibanv1alpha1.AgentPolicy{NoHooks: new(true)},
 			env:    []calibanv1alpha1.EnvVar{{Name: "CALIBAN_NO_MCP", Value: "true"}},
-			want: []corev1.EnvVar{
-				plainEnv("CALIBAN_NO_MCP", "true"),
-				plainEnv("CALIBAN_NO_HOOKS", "true"),
-			},
+			want:   []corev1.EnvVar{plainEnv("CALIBAN_NO_HOOKS", "true")},
 		},
 	}
 	for name, test := range tests {
@@ -410,6 +407,41 @@ func TestCalibandEnvWorkspaceEnv(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Only the typed agentPolicy field passes the posture gate, so a pin's env
+// entry never sets a policy variable, even when the policy leaves it unset
+// (a pin from before the Workspace rules; PinnedEnvProblem fails such a
+// task before anything is rendered, this is the last line).
+func TestCalibandEnvNeverRendersAnAgentPolicyVariableFromEnv(t *testing.T) {
+	for _, v := range wantAgentPolicyVariables {
+		for setting, policy := range map[string]*calibanv1alpha1.AgentPolicy{
+			"no agentPolicy":                      nil,
+			"an agentPolicy that only allows it":  {AllowUnattended: true},
+			"an agentPolicy setting other fields": {NoHooks: new(v.Name == "CALIBAN_NO_MCP"), NoMCP: new(v.Name != "CALIBAN_NO_MCP")},
+		} {
+			t.Run(v.Name+" from env is not rendered under "+setting, func(t *testing.T) {
+				p := pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"}),
+					pinEnv(calibanv1alpha1.EnvVar{Name: "KEEP", Value: "me"}, calibanv1alpha1.EnvVar{Name: v.Name, Value: "true"}))
+				p.AgentPolicy = policy
+				got := calibandEnv(t, task("t"), p, settings())
+				want := append([]corev1.EnvVar{plainEnv("CALIBAN_PROVIDER", "anthropic"), plainEnv("KEEP", "me")}, policyEnv(t, policy)...)
+				want = append(want, tokenEnv())
+				if diff := cmp.Diff(want, got); diff != "" {
+					t.Errorf("env (-want +got):\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// policyEnv is what the policy alone projects, rendered with no env.
+func policyEnv(t *testing.T, policy *calibanv1alpha1.AgentPolicy) []corev1.EnvVar {
+	t.Helper()
+	p := pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"}))
+	p.AgentPolicy = policy
+	env := calibandEnv(t, task("t"), p, settings())
+	return env[1 : len(env)-1]
 }
 
 func TestCalibandEnvDaemonToken(t *testing.T) {

@@ -52,7 +52,7 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 		func() string { return egressProblem(spec.Egress) },               // every CIDR and port is usable in a NetworkPolicy
 		func() string { return duplicateProviderProblem(spec.Providers) }, // providers are addressable by name
 		func() string { return defaultProviderProblem(spec) },             // defaultProvider points somewhere
-		func() string { return envProblem(spec.Env, spec.Providers) },     // env neither repeats nor shadows the operator's own variables
+		func() string { return envProblem(spec.Env, spec.Providers) },     // env neither repeats nor shadows the operator's own or the agent policy's variables
 		func() string { return agentPolicyProblem(spec.AgentPolicy) },     // caliban would refuse to start
 		func() string { return providerKindProblem(spec.Providers) },      // the kind's variables are ones caliban may see
 		func() string { return isolationProblem(spec.Isolation) },         // the pod's runtimeClassName is one the apiserver accepts
@@ -249,8 +249,17 @@ func envProblem(env []calibanv1alpha1.EnvVar, providers []calibanv1alpha1.Provid
 		if slices.Contains(DeadEnvNames, e.Name) {
 			return fmt.Sprintf("env[%d]: '%s' must not be set in agent pods (caliban does not read it, or caliband sets it for its workers)", i, e.Name)
 		}
+		if field := AgentPolicyField(e.Name); field != "" {
+			return fmt.Sprintf("env[%d]: %s; set that field instead", i, agentPolicyEnvProblem(e.Name, field))
+		}
 	}
 	return ""
+}
+
+// agentPolicyEnvProblem says why an env entry may not carry an agentPolicy
+// variable, in the schema rule's words (pkg/apis, WorkspaceSpec.Env).
+func agentPolicyEnvProblem(name, field string) string {
+	return fmt.Sprintf("'%s' is projected from %s and cannot be set in a Workspace", name, field)
 }
 
 func agentPolicyProblem(policy *calibanv1alpha1.AgentPolicy) string {

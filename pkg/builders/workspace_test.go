@@ -289,9 +289,22 @@ func TestValidateWorkspace(t *testing.T) {
 			}),
 			secrets: []*corev1.Secret{anthropicKey},
 		},
-		"env naming an agentPolicy variable is allowed": {
+		"env naming an agentPolicy variable fails, naming the field to set": {
 			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
-				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "CALIBAN_NO_MCP", Value: "true"}}
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}, {Name: "CALIBAN_AUTO_ALLOW", Value: "true"}}
+			}),
+			problem: "env[1]: 'CALIBAN_AUTO_ALLOW' is projected from agentPolicy.autoAllow and cannot be set in a Workspace; set that field instead",
+		},
+		"env naming an agentPolicy variable fails even when the typed field is set too": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{NoMCP: new(true)}
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "CALIBAN_NO_MCP", Value: "false"}}
+			}),
+			problem: "env[0]: 'CALIBAN_NO_MCP' is projected from agentPolicy.noMcp and cannot be set in a Workspace; set that field instead",
+		},
+		"env naming a policy variable in another case is an ordinary variable": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "caliban_auto_allow", Value: "true"}}
 			}),
 			secrets: []*corev1.Secret{anthropicKey},
 		},
@@ -526,6 +539,38 @@ func TestValidateWorkspace(t *testing.T) {
 				t.Errorf("problem = %q, want %q", got, tc.problem)
 			}
 		})
+	}
+}
+
+// A Workspace stored before the schema refused them may carry any of the
+// agent policy's variables in env: each is refused, naming the entry and
+// the field to set, whether or not the policy sets that field.
+func TestValidateWorkspaceRefusesEveryAgentPolicyVariableInEnv(t *testing.T) {
+	for _, v := range wantAgentPolicyVariables {
+		for setting, policy := range map[string]*calibanv1alpha1.AgentPolicy{
+			"no agentPolicy": nil,
+			"an agentPolicy that sets every field": {
+				AllowUnattended: true, PermissionMode: calibanv1alpha1.PermissionModePlan, AutoAllow: new(true),
+				NoPermissions: new(false), NoMCP: new(true), NoHooks: new(true), NoSkills: new(true),
+				NoSubAgent: new(true), StrictKnownMarketplaces: new(true), EnabledPlugins: []string{"a"},
+				BlockedMarketplaces: []string{"b"}, ParallelToolLimit: new(int32(2)),
+			},
+		} {
+			t.Run(v.Name+" is refused under "+setting, func(t *testing.T) {
+				ws := fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+					ws.Spec.AgentPolicy = policy
+					ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}, {Name: "TEAM"}, {Name: v.Name, Value: "true"}}
+				})
+				got, err := ValidateWorkspace(&ws.Spec, "/work", fxSecrets(fxSecret("anthropic-key", "api-key")))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := "env[2]: '" + v.Name + "' is projected from " + v.Field + " and cannot be set in a Workspace; set that field instead"
+				if got != want {
+					t.Errorf("problem = %q, want %q", got, want)
+				}
+			})
+		}
 	}
 }
 

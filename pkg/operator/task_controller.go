@@ -431,7 +431,8 @@ type decision struct {
 
 // decide gathers what the checks read (the Workspace while there is no
 // pin, the state token Secret) and runs them in order: the lifecycle, then
-// admission and the pin (once) or the pinned posture, then the state.
+// admission and the pin (once) or the pinned posture and env, then the
+// state.
 func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.CalibanTask) (decision, error) {
 	d := decision{pin: task.Status.ResolvedWorkspace, posture: task.Status.PermissionPosture, pinSignature: task.Status.PinSignature}
 	if f := builders.LifecycleProblem(task); f != nil {
@@ -463,6 +464,9 @@ func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.Calib
 		d.failure, d.after = f, failureRequeue
 		return d, nil
 	} else if f := builders.PinnedPostureProblem(task); f != nil {
+		d.failure, d.after = f, failureRequeue
+		return d, nil
+	} else if f := builders.PinnedEnvProblem(task); f != nil {
 		d.failure, d.after = f, failureRequeue
 		return d, nil
 	} else {

@@ -115,6 +115,16 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			phase: calibanv1alpha1.TaskProvisioning, reason: builders.ReasonSandboxNotReady, sandboxes: 1,
 			events: []string{EventUnattendedAdmitted},
 		},
+		"a pin whose env carries an agentPolicy variable fails without applying children": {
+			task: task(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{
+					Provider: calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"},
+					Env:      []calibanv1alpha1.EnvVar{{Name: "CALIBAN_AUTO_ALLOW", Value: "true"}},
+				}
+			}),
+			after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPostureNotPermitted,
+			events: []string{builders.ReasonPostureNotPermitted},
+		},
 		"a missing state token secret fails the pinned task without applying children": {
 			task: task(func(t *calibanv1alpha1.CalibanTask) {
 				t.Spec.State = &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://g:8080", TokenRef: &calibanv1alpha1.SecretKeyRef{SecretName: "tok", Key: "k"}}

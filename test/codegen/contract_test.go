@@ -171,8 +171,9 @@ func TestConditionListsAreMapsKeyedByType(t *testing.T) {
 }
 
 // TestTheSchemaRefusesTheReservedNames keeps the Workspace env rules,
-// literal lists in markers, and the operator's lists of its own variables
-// and caliband's worker variables the same.
+// literal lists in markers, and the operator's lists of its own variables,
+// caliband's worker variables and the agent policy's variables (with the
+// field each message names) the same.
 func TestTheSchemaRefusesTheReservedNames(t *testing.T) {
 	entry, _, ok := lookup(loadSchema(t, "caliban.caliban-ai.dev_workspaces.yaml"), "spec.env[]")
 	if !ok {
@@ -182,12 +183,24 @@ func TestTheSchemaRefusesTheReservedNames(t *testing.T) {
 	for _, v := range entry.XValidations {
 		rules = append(rules, v.Rule)
 	}
+	var policyNames, policyFields []string
+	for _, v := range builders.AgentPolicyVariables {
+		policyNames = append(policyNames, v.Name)
+		policyFields = append(policyFields, "'"+v.Name+"': '"+v.Field+"'")
+	}
 	var want []string
-	for _, names := range [][]string{builders.OperatorEnvNames, builders.WorkerEnvNames} {
+	for _, names := range [][]string{builders.OperatorEnvNames, builders.WorkerEnvNames, policyNames} {
 		want = append(want, "!(self.name in ['"+strings.Join(names, "', '")+"'])")
 	}
 	if diff := cmp.Diff(want, rules); diff != "" {
 		t.Errorf("the rules on a spec.env entry (-want +got):\n%s", diff)
+	}
+	if len(entry.XValidations) != len(want) {
+		return
+	}
+	wantMessage := "self.name + ' is projected from ' + {" + strings.Join(policyFields, ", ") + "}[self.name] + ' and cannot be set in a Workspace; set that field instead'"
+	if diff := cmp.Diff(wantMessage, entry.XValidations[2].MessageExpression); diff != "" {
+		t.Errorf("the agent policy rule's message (-want +got):\n%s", diff)
 	}
 }
 

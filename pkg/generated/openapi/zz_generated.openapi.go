@@ -607,7 +607,7 @@ func schema_pkg_apis_caliban_v1alpha1_EnvVar(ref common.ReferenceCallback) commo
 				Properties: map[string]spec.Schema{
 					"name": {
 						SchemaProps: spec.SchemaProps{
-							Description: "name of the variable: printable ASCII other than '=', as Kubernetes requires of a container's variable. It must not be one the operator sets itself (the daemon token, provider key and base-URL variables, storage and router variables); agentPolicy variables may appear, and the typed agentPolicy value wins.",
+							Description: "name of the variable: printable ASCII other than '=', as Kubernetes requires of a container's variable. It must not be one the operator sets itself (the daemon token, provider key and base-URL variables, storage and router variables), nor one the agentPolicy projects (CALIBAN_AUTO_ALLOW and the rest): set the agentPolicy field instead.",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -1268,7 +1268,7 @@ func schema_pkg_apis_caliban_v1alpha1_WorkspaceSpec(ref common.ReferenceCallback
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "env is non-secret environment for every agent pod. It may not name a variable the operator sets itself or caliband sets for the workers it spawns (the provider's variables depend on the providers, and are checked by the operator).",
+							Description: "env is non-secret environment for every agent pod. It may not name a variable the operator sets itself or caliband sets for the workers it spawns (the provider's variables depend on the providers, and are checked by the operator), nor one the agentPolicy projects: those come only from their typed field, which the posture gate checks.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

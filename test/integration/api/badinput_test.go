@@ -218,6 +218,10 @@ func schemaRejections() map[string]rejection {
 			obj:   at(fullWorkspace(), "spec.env[0].name", "CALIBAN_CONTROL_TOKEN"),
 			field: "spec.env[0]", class: classRule, message: "CALIBAN_CONTROL_TOKEN is set by caliband for the workers it spawns and cannot be set in a Workspace",
 		},
+		"an env entry naming a variable the agent policy projects is rejected, naming it and its field": {
+			obj:   at(fullWorkspace(), "spec.env[0].name", "CALIBAN_AUTO_ALLOW"),
+			field: "spec.env[0]", class: classRule, message: "CALIBAN_AUTO_ALLOW is projected from agentPolicy.autoAllow and cannot be set in a Workspace; set that field instead",
+		},
 		"an env entry naming a variable the operator sets is rejected, naming it": {
 			obj:   at(fullWorkspace(), "spec.env[0].name", "CALIBAN_DAEMON_TOKEN"),
 			field: "spec.env[0]", class: classRule, message: "CALIBAN_DAEMON_TOKEN is set by the operator itself and cannot be set in a Workspace",

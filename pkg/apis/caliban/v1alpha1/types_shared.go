@@ -110,8 +110,8 @@ type EnvVar struct {
 	// name of the variable: printable ASCII other than '=', as Kubernetes
 	// requires of a container's variable. It must not be one the operator
 	// sets itself (the daemon token, provider key and base-URL variables,
-	// storage and router variables); agentPolicy variables may appear, and
-	// the typed agentPolicy value wins.
+	// storage and router variables), nor one the agentPolicy projects
+	// (CALIBAN_AUTO_ALLOW and the rest): set the agentPolicy field instead.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:Pattern=`^[ -<>-~]+$`

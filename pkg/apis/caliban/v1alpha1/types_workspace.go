@@ -60,12 +60,14 @@ type WorkspaceSpec struct {
 	// env is non-secret environment for every agent pod. It may not name a
 	// variable the operator sets itself or caliband sets for the workers it
 	// spawns (the provider's variables depend on the providers, and are
-	// checked by the operator).
+	// checked by the operator), nor one the agentPolicy projects: those
+	// come only from their typed field, which the posture gate checks.
 	// +optional
 	// +kubebuilder:default={}
 	// +listType=atomic
 	// +kubebuilder:validation:items:XValidation:rule="!(self.name in ['CALIBAN_DAEMON_TOKEN', 'CALIBAN_PROVIDER', 'CALIBAN_ROUTER_CONFIG', 'CALIBAN_STORAGE_SUBSTRATE', 'CALIBAN_STORAGE_REMOTE_URL', 'CALIBAN_STORAGE_REMOTE_TOKEN_ENV', 'GONZALO_TOKEN'])",messageExpression="self.name + ' is set by the operator itself and cannot be set in a Workspace'",reason=FieldValueForbidden
 	// +kubebuilder:validation:items:XValidation:rule="!(self.name in ['CALIBAN_AGENT_TLS_CERT', 'CALIBAN_AGENT_TLS_KEY', 'CALIBAN_AGENT_TOKEN', 'CALIBAN_CONTROL_ENDPOINT', 'CALIBAN_CONTROL_TOKEN'])",messageExpression="self.name + ' is set by caliband for the workers it spawns and cannot be set in a Workspace'",reason=FieldValueForbidden
+	// +kubebuilder:validation:items:XValidation:rule="!(self.name in ['CALIBAN_DEFAULT_PERMISSION_MODE', 'CALIBAN_AUTO_ALLOW', 'CALIBAN_NO_PERMISSIONS', 'CALIBAN_NO_MCP', 'CALIBAN_NO_HOOKS', 'CALIBAN_NO_SKILLS', 'CALIBAN_NO_SUB_AGENT', 'CALIBAN_STRICT_KNOWN_MARKETPLACES', 'CALIBAN_ENABLED_PLUGINS', 'CALIBAN_BLOCKED_MARKETPLACES', 'CALIBAN_PARALLEL_TOOL_LIMIT'])",messageExpression="self.name + ' is projected from ' + {'CALIBAN_DEFAULT_PERMISSION_MODE': 'agentPolicy.permissionMode', 'CALIBAN_AUTO_ALLOW': 'agentPolicy.autoAllow', 'CALIBAN_NO_PERMISSIONS': 'agentPolicy.noPermissions', 'CALIBAN_NO_MCP': 'agentPolicy.noMcp', 'CALIBAN_NO_HOOKS': 'agentPolicy.noHooks', 'CALIBAN_NO_SKILLS': 'agentPolicy.noSkills', 'CALIBAN_NO_SUB_AGENT': 'agentPolicy.noSubAgent', 'CALIBAN_STRICT_KNOWN_MARKETPLACES': 'agentPolicy.strictKnownMarketplaces', 'CALIBAN_ENABLED_PLUGINS': 'agentPolicy.enabledPlugins', 'CALIBAN_BLOCKED_MARKETPLACES': 'agentPolicy.blockedMarketplaces', 'CALIBAN_PARALLEL_TOOL_LIMIT': 'agentPolicy.parallelToolLimit'}[self.name] + ' and cannot be set in a Workspace; set that field instead'",reason=FieldValueForbidden
 	Env []EnvVar `json:"env,omitempty"`
 
 	// isolation is the default isolation for tasks; a task's

@@ -14,8 +14,8 @@ type EnvVarApplyConfiguration struct {
 	// name of the variable: printable ASCII other than '=', as Kubernetes
 	// requires of a container's variable. It must not be one the operator
 	// sets itself (the daemon token, provider key and base-URL variables,
-	// storage and router variables); agentPolicy variables may appear, and
-	// the typed agentPolicy value wins.
+	// storage and router variables), nor one the agentPolicy projects
+	// (CALIBAN_AUTO_ALLOW and the rest): set the agentPolicy field instead.
 	Name *string `json:"name,omitempty"`
 	// value of the variable; may be empty.
 	Value *string `json:"value,omitempty"`

@@ -26,7 +26,8 @@ type WorkspaceSpecApplyConfiguration struct {
 	// env is non-secret environment for every agent pod. It may not name a
 	// variable the operator sets itself or caliband sets for the workers it
 	// spawns (the provider's variables depend on the providers, and are
-	// checked by the operator).
+	// checked by the operator), nor one the agentPolicy projects: those
+	// come only from their typed field, which the posture gate checks.
 	Env []EnvVarApplyConfiguration `json:"env,omitempty"`
 	// isolation is the default isolation for tasks; a task's
 	// spec.isolation.runtimeClass overrides it.
