@@ -74,13 +74,16 @@ const DefaultSourceRef = "main"
 
 // UntrustedPin returns why a pinned task's pin must not be run, or nil.
 // The pin is trusted when its signature verifies under key, or when the
-// task was created before the key existed: such a task was pinned by an
+// task was created before the key existed (or in the same second): such a task was pinned by an
 // operator that did not sign yet. Everything else was written by someone
 // who may write the status subresource, not by this operator, and runs
 // nothing.
 func UntrustedPin(task *calibanv1alpha1.CalibanTask, key PinKey) *Failure {
 	pin := task.Status.ResolvedWorkspace
-	if pin == nil || task.CreationTimestamp.Time.Before(key.Since) {
+	// Both times are in whole seconds: a task of the key's own second is
+	// given the benefit of the doubt, rather than fail a task an earlier
+	// release pinned as the upgrade began.
+	if pin == nil || !task.CreationTimestamp.Time.After(key.Since) {
 		return nil
 	}
 	want := SignPin(key.Key, task.UID, pin)

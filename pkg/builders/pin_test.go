@@ -3,6 +3,7 @@ package builders
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -54,8 +55,12 @@ func TestUntrustedPin(t *testing.T) {
 			t.CreationTimestamp = metav1.NewTime(tEarlier.Add(-1))
 			t.Status.ResolvedWorkspace = fxPin()
 		})},
-		"a task created as the key was is held to the signature": {task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+		"a task created in the key's second may have been pinned before it": {task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
 			t.CreationTimestamp = tEarlier
+			t.Status.ResolvedWorkspace = fxPin()
+		})},
+		"a task created a second after the key is held to the signature": {task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+			t.CreationTimestamp = metav1.NewTime(tEarlier.Add(time.Second))
 			t.Status.ResolvedWorkspace = fxPin()
 		}), want: "carries no status.pinSignature"},
 	}

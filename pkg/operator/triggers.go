@@ -18,7 +18,10 @@ import (
 // net. Otherwise a change of the spec, of the deletion state, or of a
 // condition another writer owns (prospero's AgentsSettled) matters; a change
 // of nothing but the status fields the operator owns is the echo of its own
-// write, and a foreign edit of those fields is put back at the next resync.
+// write, and a foreign edit of those fields is put back at the next resync;
+// except an edit of what the operator never writes twice or always derives
+// (the pin and its signature, requestedBy), which someone else made and
+// which the sync must answer now (docs/security.md#pins-the-operator-wrote).
 func taskUpdateMatters(old, new *calibanv1alpha1.CalibanTask) bool {
 	if old.ResourceVersion == new.ResourceVersion {
 		return true
@@ -27,7 +30,24 @@ func taskUpdateMatters(old, new *calibanv1alpha1.CalibanTask) bool {
 		!apiequality.Semantic.DeepEqual(old.Finalizers, new.Finalizers) {
 		return true
 	}
+	if foreignStatusEdit(old, new) {
+		return true
+	}
 	return !apiequality.Semantic.DeepEqual(foreignConditions(old.Status.Conditions), foreignConditions(new.Status.Conditions))
+}
+
+// foreignStatusEdit reports an update the operator cannot have written: a
+// pin, or its signature, changed once written (the operator writes them
+// once), or a requestedBy that is not the annotation (the operator always
+// copies it). A pin written on a task that had none may be the echo of the
+// operator's own admission; an unpinned task is synced again within 30 s
+// anyway.
+func foreignStatusEdit(old, new *calibanv1alpha1.CalibanTask) bool {
+	if old.Status.ResolvedWorkspace != nil && (old.Status.PinSignature != new.Status.PinSignature ||
+		!apiequality.Semantic.DeepEqual(old.Status.ResolvedWorkspace, new.Status.ResolvedWorkspace)) {
+		return true
+	}
+	return new.Status.ResolvedWorkspace != nil && new.Status.RequestedBy != builders.RequestedBy(new)
 }
 
 // foreignConditions are the conditions the operator does not own.

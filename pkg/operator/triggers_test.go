@@ -23,7 +23,12 @@ func TestTaskUpdateMatters(t *testing.T) {
 		})
 		return tk
 	}
+	pinned := func(t *calibanv1alpha1.CalibanTask) {
+		t.Status.ResolvedWorkspace, t.Status.PinSignature = &calibanv1alpha1.ResolvedWorkspace{}, "v1:sig"
+	}
 	tests := map[string]struct {
+		// before, when set, is applied to both the old and the new task.
+		before func(*calibanv1alpha1.CalibanTask)
 		change func(*calibanv1alpha1.CalibanTask)
 		want   bool
 	}{
@@ -63,10 +68,41 @@ func TestTaskUpdateMatters(t *testing.T) {
 		"a label does not": {
 			change: func(t *calibanv1alpha1.CalibanTask) { t.ResourceVersion, t.Labels = "11", map[string]string{"a": "b"} },
 		},
+		"the echo of the operator's own pin does not": {
+			change: func(t *calibanv1alpha1.CalibanTask) { t.ResourceVersion = "11"; pinned(t) },
+		},
+		"the echo of a status write of a pinned task does not": {
+			before: pinned,
+			change: func(t *calibanv1alpha1.CalibanTask) {
+				t.ResourceVersion, t.Status.Phase = "11", calibanv1alpha1.TaskRunning
+			},
+		},
+		"an edit of a pin once written matters": {
+			before: pinned,
+			change: func(t *calibanv1alpha1.CalibanTask) {
+				t.ResourceVersion = "11"
+				t.Status.ResolvedWorkspace.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
+			},
+			want: true,
+		},
+		"an edit of the pin's signature matters": {
+			before: pinned,
+			change: func(t *calibanv1alpha1.CalibanTask) { t.ResourceVersion, t.Status.PinSignature = "11", "v1:other" },
+			want:   true,
+		},
+		"a requestedBy that is not the annotation matters": {
+			before: pinned,
+			change: func(t *calibanv1alpha1.CalibanTask) { t.ResourceVersion, t.Status.RequestedBy = "11", "mallory" },
+			want:   true,
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			old, new := base(), base()
+			if tc.before != nil {
+				tc.before(old)
+				tc.before(new)
+			}
 			tc.change(new)
 			if got := taskUpdateMatters(old, new); got != tc.want {
 				t.Errorf("taskUpdateMatters = %v, want %v", got, tc.want)

@@ -24,10 +24,18 @@ import (
 func TestTheOperatorRunsOnlyPinsItWroteAndReadsWhoAskedFromTheAnnotation(t *testing.T) {
 	t.Parallel()
 	ns := cluster.Namespace(t, nil)
-	op := startOperator(t, "pin-trust", ns)
-	// The pin key exists once the controllers run: every task created
-	// from here on is held to its signature.
+	// A key of the test's own, so that the test knows when it was made.
+	key := "pin-key-" + ns
+	op := startOperator(t, "pin-trust", ns, "CALIBAN_PIN_KEY_SECRET="+key)
 	op.waitReady(t, settleTimeout)
+	// Tasks created after the key's second are held to their signature
+	// (creation times are whole seconds; the key's own is given the benefit
+	// of the doubt).
+	secret, err := cluster.Kube.CoreV1().Secrets("default").Get(ctx, key, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the operator made no pin key: %v", err)
+	}
+	time.Sleep(time.Until(secret.CreationTimestamp.Add(1100 * time.Millisecond)))
 	createProviderSecret(t, ns)
 	prospero := statusWriter(t, ns, "prospero")
 
