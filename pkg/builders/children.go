@@ -1,8 +1,11 @@
 package builders
 
 import (
+	"net/netip"
+
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -26,12 +29,17 @@ func BuildServiceAccount(task *calibanv1alpha1.CalibanTask) *corev1ac.ServiceAcc
 
 // BuildNetworkPolicy isolates the task's pod
 // (docs/crd-reference.md#networkpolicy): ingress only to caliband's port and
-// the agent port window from the configured peers; egress to DNS plus
-// everything (no workspace egress) or the pinned allow-list.
+// the agent port window from the configured peers, never from an agent pod;
+// egress to the cluster's DNS, plus everything but link-local (no workspace
+// egress) or the pinned allow-list, less link-local.
 func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *networkingv1ac.NetworkPolicyApplyConfiguration {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	// Every agent pod mounts the same daemon token and carries the task
+	// label; without the exclusion one task's agent could drive its
+	// neighbour's caliband (ADR 0022). No setting can lift it.
+	notAnAgent := metav1ac.LabelSelectorRequirement().WithKey(LabelTask).WithOperator(metav1.LabelSelectorOpDoesNotExist)
 	peer := networkingv1ac.NetworkPolicyPeer().
-		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(s.IngressPodSelector))
+		WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(s.IngressPodSelector).WithMatchExpressions(notAnAgent))
 	if s.IngressNamespace != "" {
 		peer.WithNamespaceSelector(metav1ac.LabelSelector().
 			WithMatchLabels(map[string]string{LabelNamespaceName: s.IngressNamespace}))
@@ -43,19 +51,37 @@ func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.
 		).
 		WithFrom(peer)
 
+	// Port 53 open to every address would carry anything past the
+	// allow-list; only the cluster's resolver needs it.
 	egress := []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration{
-		networkingv1ac.NetworkPolicyEgressRule().WithPorts(
-			networkingv1ac.NetworkPolicyPort().WithProtocol(udp).WithPort(intstr.FromInt32(53)),
-			networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(53)),
-		),
+		networkingv1ac.NetworkPolicyEgressRule().
+			WithPorts(
+				networkingv1ac.NetworkPolicyPort().WithProtocol(udp).WithPort(intstr.FromInt32(53)),
+				networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(53)),
+			).
+			WithTo(networkingv1ac.NetworkPolicyPeer().
+				WithNamespaceSelector(metav1ac.LabelSelector().
+					WithMatchLabels(map[string]string{LabelNamespaceName: s.DNSNamespace})).
+				WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(s.DNSPodSelector))),
 	}
 	if pin.Egress == nil {
-		// An empty rule allows every destination.
-		egress = append(egress, networkingv1ac.NetworkPolicyEgressRule())
+		// Everything but link-local. The pod rule keeps every pod
+		// reachable as an empty rule did: some network plugins never match
+		// a pod's address against an ipBlock.
+		everywhere := networkingv1ac.NetworkPolicyEgressRule()
+		for _, p := range linkLocal {
+			everywhere.WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(
+				networkingv1ac.IPBlock().WithCIDR(netip.PrefixFrom(p.Addr(), 0).Masked().String()).WithExcept(p.String())))
+		}
+		egress = append(egress, everywhere,
+			networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector())))
 	} else {
 		for _, allow := range pin.Egress.Allow {
-			rule := networkingv1ac.NetworkPolicyEgressRule().
-				WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(networkingv1ac.IPBlock().WithCIDR(allow.CIDR)))
+			block, ok := egressIPBlock(allow.CIDR)
+			if !ok {
+				continue
+			}
+			rule := networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(block))
 			for _, port := range allow.Ports {
 				rule.WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(port)))
 			}
@@ -82,4 +108,46 @@ func ownerReference(task *calibanv1alpha1.CalibanTask) *metav1ac.OwnerReferenceA
 		WithUID(ref.UID).
 		WithController(*ref.Controller).
 		WithBlockOwnerDeletion(*ref.BlockOwnerDeletion)
+}
+
+// linkLocal are the ranges no agent pod may reach, whatever its Workspace
+// allows: IPv4's holds the cloud metadata services (169.254.169.254), which
+// hand out the node's credentials; IPv6's is its counterpart.
+var linkLocal = [...]netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("fe80::/10")}
+
+// linkLocalOverlap says how prefix meets the link-local ranges: inside is
+// the range prefix lies in or equals, around the range prefix strictly
+// contains; both are the zero Prefix when prefix is disjoint from them.
+func linkLocalOverlap(prefix netip.Prefix) (inside, around netip.Prefix) {
+	prefix = prefix.Masked()
+	for _, ll := range linkLocal {
+		switch {
+		case prefix.Bits() >= ll.Bits() && ll.Contains(prefix.Addr()):
+			return ll, netip.Prefix{}
+		case prefix.Bits() < ll.Bits() && prefix.Contains(ll.Addr()):
+			return netip.Prefix{}, ll
+		}
+	}
+	return netip.Prefix{}, netip.Prefix{}
+}
+
+// egressIPBlock is the ipBlock of one egress.allow entry: a CIDR around a
+// link-local range leaves it out, and one inside a range is no block at
+// all (ok false). The Workspace validation refuses the latter; a pin taken
+// before that rule must not open it either. A CIDR netip cannot parse is
+// passed on as it is: the validation refused it, and the apiserver will.
+func egressIPBlock(cidr string) (block *networkingv1ac.IPBlockApplyConfiguration, ok bool) {
+	block = networkingv1ac.IPBlock().WithCIDR(cidr)
+	prefix, err := netip.ParsePrefix(cidr)
+	if err != nil {
+		return block, true
+	}
+	inside, around := linkLocalOverlap(prefix)
+	switch {
+	case inside.IsValid():
+		return nil, false
+	case around.IsValid():
+		block.WithExcept(around.String())
+	}
+	return block, true
 }

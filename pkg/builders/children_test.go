@@ -1,6 +1,8 @@
 package builders
 
 import (
+	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -99,13 +101,40 @@ func tcpPort(p int32) networkingv1.NetworkPolicyPort {
 	return networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port}
 }
 
-func dnsRule() networkingv1.NetworkPolicyEgressRule {
+// dnsRule is the DNS egress rule: UDP and TCP 53 to the pods sel selects
+// (every pod when nil) in namespace ns.
+func dnsRule(ns string, sel map[string]string) networkingv1.NetworkPolicyEgressRule {
 	udp, tcp := corev1.ProtocolUDP, corev1.ProtocolTCP
 	port := intstr.FromInt32(53)
-	return networkingv1.NetworkPolicyEgressRule{Ports: []networkingv1.NetworkPolicyPort{
-		{Protocol: &udp, Port: &port}, {Protocol: &tcp, Port: &port},
-	}}
+	return networkingv1.NetworkPolicyEgressRule{
+		Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &port}, {Protocol: &tcp, Port: &port}},
+		To: []networkingv1.NetworkPolicyPeer{{
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}},
+			PodSelector:       &metav1.LabelSelector{MatchLabels: sel},
+		}},
+	}
 }
+
+// defaultDNSRule is dnsRule under the default settings.
+func defaultDNSRule() networkingv1.NetworkPolicyEgressRule {
+	return dnsRule("kube-system", map[string]string{"k8s-app": "kube-dns"})
+}
+
+// allowAllRules are what a pin without egress gets after DNS: every
+// address but link-local, and every pod.
+func allowAllRules() []networkingv1.NetworkPolicyEgressRule {
+	return []networkingv1.NetworkPolicyEgressRule{
+		{To: []networkingv1.NetworkPolicyPeer{
+			{IPBlock: &networkingv1.IPBlock{CIDR: "0.0.0.0/0", Except: []string{"169.254.0.0/16"}}},
+			{IPBlock: &networkingv1.IPBlock{CIDR: "::/0", Except: []string{"fe80::/10"}}},
+		}},
+		{To: []networkingv1.NetworkPolicyPeer{{NamespaceSelector: &metav1.LabelSelector{}}}},
+	}
+}
+
+// notAnAgent is the requirement every ingress peer carries: no pod with a
+// task label, that is no agent pod, is admitted.
+var notAnAgent = []metav1.LabelSelectorRequirement{{Key: "caliban.caliban-ai.dev/task", Operator: metav1.LabelSelectorOpDoesNotExist}}
 
 func ingressRule(calibandPort, base, end int32, peer networkingv1.NetworkPolicyPeer) []networkingv1.NetworkPolicyIngressRule {
 	window := tcpPort(base)
@@ -121,35 +150,41 @@ func TestBuildNetworkPolicyIngress(t *testing.T) {
 		settings config.AgentSettings
 		want     []networkingv1.NetworkPolicyIngressRule
 	}{
-		"by default any pod of the task's namespace may reach caliband and the agent window": {
+		"by default any pod of the task's namespace but an agent may reach caliband and the agent window": {
 			settings: settings(),
-			want:     ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
+			want:     ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchExpressions: notAnAgent}}),
 		},
 		"the ports follow the settings": {
 			settings: settings(func(s *config.AgentSettings) { s.CalibandPort, s.AgentPortBase, s.AgentPortEnd = 9443, 20000, 20999 }),
-			want:     ingressRule(9443, 20000, 20999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
+			want:     ingressRule(9443, 20000, 20999, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchExpressions: notAnAgent}}),
 		},
 		"a one-port window is still a range": {
 			settings: settings(func(s *config.AgentSettings) { s.AgentPortBase, s.AgentPortEnd = 7100, 7100 }),
-			want:     ingressRule(8443, 7100, 7100, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{}}),
+			want:     ingressRule(8443, 7100, 7100, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchExpressions: notAnAgent}}),
 		},
-		"CALIBAN_INGRESS_POD_SELECTOR narrows the peer to those pods of the task's namespace": {
+		"CALIBAN_INGRESS_POD_SELECTOR narrows the peer to those pods of the task's namespace, still no agent": {
 			settings: parsedSettings(t, map[string]string{"CALIBAN_INGRESS_POD_SELECTOR": "app=prospero,tier=control"}),
 			want: ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{
-				PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "prospero", "tier": "control"}},
+				PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "prospero", "tier": "control"}, MatchExpressions: notAnAgent},
 			}),
 		},
-		"CALIBAN_INGRESS_NAMESPACE moves the peer to that namespace, every pod": {
+		"a pod selector that agent pods match too still leaves them out": {
+			settings: parsedSettings(t, map[string]string{"CALIBAN_INGRESS_POD_SELECTOR": "app.kubernetes.io/managed-by=caliban-operator"}),
+			want: ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{
+				PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/managed-by": "caliban-operator"}, MatchExpressions: notAnAgent},
+			}),
+		},
+		"CALIBAN_INGRESS_NAMESPACE moves the peer to that namespace, every pod but an agent": {
 			settings: parsedSettings(t, map[string]string{"CALIBAN_INGRESS_NAMESPACE": "prospero"}),
 			want: ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{
-				PodSelector:       &metav1.LabelSelector{},
+				PodSelector:       &metav1.LabelSelector{MatchExpressions: notAnAgent},
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "prospero"}},
 			}),
 		},
-		"both narrow one peer: those pods in that namespace": {
+		"both narrow one peer: those pods in that namespace, no agent": {
 			settings: parsedSettings(t, map[string]string{"CALIBAN_INGRESS_NAMESPACE": "prospero", "CALIBAN_INGRESS_POD_SELECTOR": "app=prospero"}),
 			want: ingressRule(8443, 7100, 7999, networkingv1.NetworkPolicyPeer{
-				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "prospero"}},
+				PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app": "prospero"}, MatchExpressions: notAnAgent},
 				NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "prospero"}},
 			}),
 		},
@@ -164,50 +199,144 @@ func TestBuildNetworkPolicyIngress(t *testing.T) {
 	}
 }
 
-// An empty podSelector must reach the apiserver as {} (every pod), not be
-// dropped: a peer with no selector at all would be invalid.
-func TestBuildNetworkPolicyDefaultPeerIsAnEmptySelector(t *testing.T) {
+// The requirement must reach the apiserver as written: DoesNotExist takes
+// no values, and the selector has no matchLabels to hide behind.
+func TestBuildNetworkPolicyDefaultPeerExcludesAgentPods(t *testing.T) {
 	m := toMap(t, BuildNetworkPolicy(task("refactor-auth"), pin(), settings()))
 	peer := m["spec"].(map[string]any)["ingress"].([]any)[0].(map[string]any)["from"].([]any)[0]
-	if diff := cmp.Diff(map[string]any{"podSelector": map[string]any{}}, peer); diff != "" {
+	want := map[string]any{"podSelector": map[string]any{
+		"matchExpressions": []any{map[string]any{"key": "caliban.caliban-ai.dev/task", "operator": "DoesNotExist"}},
+	}}
+	if diff := cmp.Diff(want, peer); diff != "" {
 		t.Errorf("ingress peer (-want +got):\n%s", diff)
 	}
 }
 
+// The agent pods a peer must never admit are exactly the pods the
+// policies select: the label the requirement names is on every agent pod.
+func TestBuildNetworkPolicyExcludesTheLabelEveryAgentPodCarries(t *testing.T) {
+	podLabels := BuildSandbox(task("refactor-auth"), pin(), settings()).Spec.PodTemplate.Metadata.Labels
+	if _, ok := podLabels[notAnAgent[0].Key]; !ok {
+		t.Errorf("the agent pod's labels %v lack %s, so the ingress peer would admit agent pods", podLabels, notAnAgent[0].Key)
+	}
+}
+
+func TestBuildNetworkPolicyDNS(t *testing.T) {
+	tests := map[string]struct {
+		settings config.AgentSettings
+		want     networkingv1.NetworkPolicyEgressRule
+	}{
+		"by default port 53 reaches kube-dns in kube-system only": {
+			settings: settings(),
+			want:     dnsRule("kube-system", map[string]string{"k8s-app": "kube-dns"}),
+		},
+		"CALIBAN_DNS_NAMESPACE and CALIBAN_DNS_POD_SELECTOR move it": {
+			settings: parsedSettings(t, map[string]string{"CALIBAN_DNS_NAMESPACE": "openshift-dns", "CALIBAN_DNS_POD_SELECTOR": "dns.operator.openshift.io/daemonset-dns=default,app=dns"}),
+			want:     dnsRule("openshift-dns", map[string]string{"dns.operator.openshift.io/daemonset-dns": "default", "app": "dns"}),
+		},
+		"a blank CALIBAN_DNS_POD_SELECTOR opens port 53 to every pod of the DNS namespace, no further": {
+			settings: parsedSettings(t, map[string]string{"CALIBAN_DNS_POD_SELECTOR": ""}),
+			want:     dnsRule("kube-system", nil),
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			for pinName, p := range map[string]*calibanv1alpha1.ResolvedWorkspace{
+				"no egress": pin(), "an allow-list": pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8"})), "DNS only": pin(pinEgress()),
+			} {
+				np := convert[networkingv1.NetworkPolicy](t, BuildNetworkPolicy(task("refactor-auth"), p, test.settings))
+				if len(np.Spec.Egress) == 0 {
+					t.Fatalf("%s: no egress rule", pinName)
+				}
+				if diff := cmp.Diff(test.want, np.Spec.Egress[0]); diff != "" {
+					t.Errorf("%s: the DNS rule (-want +got):\n%s", pinName, diff)
+				}
+			}
+		})
+	}
+}
+
+// An empty DNS pod selector must reach the apiserver as {} (every pod of
+// the namespace), not be dropped: the peer would then be the whole
+// namespace all the same, but the shape would differ from the documented
+// one.
+func TestBuildNetworkPolicyEmptyDNSSelectorIsAnEmptySelector(t *testing.T) {
+	s := parsedSettings(t, map[string]string{"CALIBAN_DNS_POD_SELECTOR": ""})
+	m := toMap(t, BuildNetworkPolicy(task("refactor-auth"), pin(), s))
+	peer := m["spec"].(map[string]any)["egress"].([]any)[0].(map[string]any)["to"].([]any)[0]
+	want := map[string]any{
+		"namespaceSelector": map[string]any{"matchLabels": map[string]any{"kubernetes.io/metadata.name": "kube-system"}},
+		"podSelector":       map[string]any{},
+	}
+	if diff := cmp.Diff(want, peer); diff != "" {
+		t.Errorf("DNS peer (-want +got):\n%s", diff)
+	}
+}
+
 func TestBuildNetworkPolicyEgress(t *testing.T) {
+	allow := func(cidr string, ports ...int32) calibanv1alpha1.EgressRule {
+		return calibanv1alpha1.EgressRule{CIDR: cidr, Ports: ports}
+	}
+	to := func(cidr string, except ...string) []networkingv1.NetworkPolicyPeer {
+		return []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: cidr, Except: except}}}
+	}
 	tests := map[string]struct {
 		pin  *calibanv1alpha1.ResolvedWorkspace
 		want []networkingv1.NetworkPolicyEgressRule
 	}{
-		"no workspace egress: DNS, then allow-all": {
+		"no workspace egress: DNS, then every address but link-local, and every pod": {
 			pin:  pin(),
-			want: []networkingv1.NetworkPolicyEgressRule{dnsRule(), {}},
+			want: append([]networkingv1.NetworkPolicyEgressRule{defaultDNSRule()}, allowAllRules()...),
 		},
 		"an empty allow list: DNS only": {
 			pin:  pin(pinEgress()),
-			want: []networkingv1.NetworkPolicyEgressRule{dnsRule()},
+			want: []networkingv1.NetworkPolicyEgressRule{defaultDNSRule()},
 		},
 		"an egress with no allow field at all: DNS only": {
 			pin:  pin(func(w *calibanv1alpha1.ResolvedWorkspace) { w.Egress = &calibanv1alpha1.Egress{} }),
-			want: []networkingv1.NetworkPolicyEgressRule{dnsRule()},
+			want: []networkingv1.NetworkPolicyEgressRule{defaultDNSRule()},
 		},
 		"one rule per allow entry, in order, with TCP ports when listed": {
+			pin: pin(pinEgress(allow("10.0.0.0/8", 443, 8080), allow("2001:db8::/32"), allow("192.168.1.7/32", 22))),
+			want: []networkingv1.NetworkPolicyEgressRule{
+				defaultDNSRule(),
+				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443), tcpPort(8080)}},
+				{To: to("2001:db8::/32")},
+				{To: to("192.168.1.7/32"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(22)}},
+			},
+		},
+		"an IPv4 entry around 169.254.0.0/16 leaves it out": {
+			pin: pin(pinEgress(allow("0.0.0.0/0", 443), allow("169.0.0.0/8"), allow("169.254.0.0/15"))),
+			want: []networkingv1.NetworkPolicyEgressRule{
+				defaultDNSRule(),
+				{To: to("0.0.0.0/0", "169.254.0.0/16"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
+				{To: to("169.0.0.0/8", "169.254.0.0/16")},
+				{To: to("169.254.0.0/15", "169.254.0.0/16")},
+			},
+		},
+		"an IPv6 entry around fe80::/10 leaves it out": {
+			pin: pin(pinEgress(allow("::/0", 443), allow("fe00::/8"))),
+			want: []networkingv1.NetworkPolicyEgressRule{
+				defaultDNSRule(),
+				{To: to("::/0", "fe80::/10"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
+				{To: to("fe00::/8", "fe80::/10")},
+			},
+		},
+		"a pinned entry inside or equal to a link-local range is dropped, the others kept": {
 			pin: pin(pinEgress(
-				calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8", Ports: []int32{443, 8080}},
-				calibanv1alpha1.EgressRule{CIDR: "2001:db8::/32"},
-				calibanv1alpha1.EgressRule{CIDR: "192.168.1.7/32", Ports: []int32{22}},
+				allow("169.254.169.254/32", 80), allow("10.0.0.0/8", 443), allow("169.254.0.0/16"),
+				allow("fe80::1/128"), allow("fe80::/10"), allow("febf::/16"),
 			)),
 			want: []networkingv1.NetworkPolicyEgressRule{
-				dnsRule(),
-				{
-					To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "10.0.0.0/8"}}},
-					Ports: []networkingv1.NetworkPolicyPort{tcpPort(443), tcpPort(8080)},
-				},
-				{To: []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "2001:db8::/32"}}}},
-				{
-					To:    []networkingv1.NetworkPolicyPeer{{IPBlock: &networkingv1.IPBlock{CIDR: "192.168.1.7/32"}}},
-					Ports: []networkingv1.NetworkPolicyPort{tcpPort(22)},
-				},
+				defaultDNSRule(),
+				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
+			},
+		},
+		"entries beside link-local are left as they are": {
+			pin: pin(pinEgress(allow("169.253.0.0/16"), allow("169.255.0.0/16"), allow("170.0.0.0/8"), allow("fec0::/10"), allow("fe40::/10"))),
+			want: []networkingv1.NetworkPolicyEgressRule{
+				defaultDNSRule(),
+				{To: to("169.253.0.0/16")}, {To: to("169.255.0.0/16")}, {To: to("170.0.0.0/8")}, {To: to("fec0::/10")}, {To: to("fe40::/10")},
 			},
 		},
 	}
@@ -221,16 +350,72 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 	}
 }
 
-// The allow-all rule must reach the apiserver as {} (an empty rule allows
-// every destination); an absent rule would mean DNS only.
-func TestBuildNetworkPolicyAllowAllIsAnEmptyRule(t *testing.T) {
+// The allow-all pod rule must reach the apiserver as namespaceSelector: {}
+// (every pod of every namespace): dropped, the peer would be invalid, and a
+// rule without `to` would admit every address, link-local included.
+func TestBuildNetworkPolicyAllowAllPodRuleIsAnEmptyNamespaceSelector(t *testing.T) {
 	m := toMap(t, BuildNetworkPolicy(task("refactor-auth"), pin(), settings()))
 	egress := m["spec"].(map[string]any)["egress"].([]any)
-	if len(egress) != 2 {
-		t.Fatalf("egress = %v, want DNS and allow-all", egress)
+	if len(egress) != 3 {
+		t.Fatalf("egress = %v, want DNS, every address but link-local, every pod", egress)
 	}
-	if diff := cmp.Diff(map[string]any{}, egress[1]); diff != "" {
-		t.Errorf("allow-all rule (-want +got):\n%s", diff)
+	want := map[string]any{"to": []any{map[string]any{"namespaceSelector": map[string]any{}}}}
+	if diff := cmp.Diff(want, egress[2]); diff != "" {
+		t.Errorf("every-pod rule (-want +got):\n%s", diff)
+	}
+}
+
+// admitsAddress reports whether some egress rule's ipBlock, or a rule
+// without destinations, lets traffic to addr out, on any port.
+func admitsAddress(rules []networkingv1.NetworkPolicyEgressRule, addr netip.Addr) bool {
+	for _, r := range rules {
+		if len(r.To) == 0 {
+			return true
+		}
+		for _, peer := range r.To {
+			if peer.IPBlock == nil || !netip.MustParsePrefix(peer.IPBlock.CIDR).Contains(addr) {
+				continue
+			}
+			if !slices.ContainsFunc(peer.IPBlock.Except, func(e string) bool { return netip.MustParsePrefix(e).Contains(addr) }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Whatever a pin holds, link-local stays shut, and what is around it
+// stays open: the rows above, seen from the addresses.
+func TestBuildNetworkPolicyNeverAdmitsLinkLocal(t *testing.T) {
+	metadata, metadataV6 := netip.MustParseAddr("169.254.169.254"), netip.MustParseAddr("fe80::a9fe:a9fe")
+	tests := map[string]struct {
+		pin *calibanv1alpha1.ResolvedWorkspace
+		// an address the policy must still admit, so a policy that shuts
+		// everything cannot pass
+		open []string
+	}{
+		"no workspace egress":             {pin: pin(), open: []string{"8.8.8.8", "2001:4860:4860::8888"}},
+		"an allow-list of the world":      {pin: pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "0.0.0.0/0"}, calibanv1alpha1.EgressRule{CIDR: "::/0"})), open: []string{"8.8.8.8", "169.253.255.255", "169.255.0.0", "2001:4860:4860::8888", "fec0::1"}},
+		"an allow-list around link-local": {pin: pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "169.0.0.0/8"}, calibanv1alpha1.EgressRule{CIDR: "fe00::/8"})), open: []string{"169.1.2.3", "fe00::1"}},
+		"a pin of the metadata address from before the rule": {
+			pin:  pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "169.254.169.254/32"}, calibanv1alpha1.EgressRule{CIDR: "fe80::a9fe:a9fe/128"}, calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8"})),
+			open: []string{"10.1.2.3"},
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			np := convert[networkingv1.NetworkPolicy](t, BuildNetworkPolicy(task("refactor-auth"), test.pin, settings()))
+			for _, addr := range []netip.Addr{metadata, metadataV6} {
+				if admitsAddress(np.Spec.Egress, addr) {
+					t.Errorf("the egress admits %s: %+v", addr, np.Spec.Egress)
+				}
+			}
+			for _, a := range test.open {
+				if !admitsAddress(np.Spec.Egress, netip.MustParseAddr(a)) {
+					t.Errorf("the egress shuts %s, which the pin allows: %+v", a, np.Spec.Egress)
+				}
+			}
+		})
 	}
 }
 

@@ -72,6 +72,23 @@ func TestGoldenChildren(t *testing.T) {
 				"CALIBAN_INGRESS_POD_SELECTOR": "app.kubernetes.io/name=prospero,app.kubernetes.io/component=control-plane",
 			}),
 		},
+		"dns-elsewhere": {
+			task: task("refactor-auth"),
+			pin:  pin(pinSources(srcCaliban), pinEgress()),
+			settings: parsedSettings(t, map[string]string{
+				"CALIBAN_DNS_NAMESPACE":    "dns-system",
+				"CALIBAN_DNS_POD_SELECTOR": "",
+			}),
+		},
+		"egress-around-link-local": {
+			task: task("refactor-auth"),
+			pin: pin(pinSources(srcCaliban), pinEgress(
+				calibanv1alpha1.EgressRule{CIDR: "0.0.0.0/0", Ports: []int32{443}},
+				calibanv1alpha1.EgressRule{CIDR: "::/0", Ports: []int32{443}},
+				calibanv1alpha1.EgressRule{CIDR: "169.254.169.254/32"},
+			)),
+			settings: settings(),
+		},
 		"private-sources": {
 			task:     task("refactor-auth"),
 			pin:      privateSourcesPin(),

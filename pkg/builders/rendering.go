@@ -25,7 +25,11 @@ import (
 // relies on it (its volume's owner, its ports, its claim).
 func RenderingFingerprint(s config.AgentSettings) (string, error) {
 	task, pin := renderingProbe()
-	body, err := json.Marshal([]any{BuildSandbox(task, pin, s), BuildNetworkPolicy(task, pin, s)})
+	// The NetworkPolicy twice: a pin without egress renders rules of its
+	// own, which the allow-list probe never reaches.
+	allowAll := pin.DeepCopy()
+	allowAll.Egress = nil
+	body, err := json.Marshal([]any{BuildSandbox(task, pin, s), BuildNetworkPolicy(task, pin, s), BuildNetworkPolicy(task, allowAll, s)})
 	if err != nil {
 		return "", fmt.Errorf("rendering the fingerprint probe: %w", err)
 	}
@@ -33,7 +37,9 @@ func RenderingFingerprint(s config.AgentSettings) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
-// renderingProbe is a task and pin that set every field the renderers read.
+// renderingProbe is a task and pin that set every field the renderers read,
+// and take every path through them (an allow-list entry around link-local
+// included).
 // It is a constant: changing it changes every fingerprint, and so keeps
 // every existing task's children as they are, which is safe but freezes
 // them against the task's own spec edits too.
@@ -63,7 +69,9 @@ func renderingProbe() (*calibanv1alpha1.CalibanTask, *calibanv1alpha1.ResolvedWo
 			CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: "key", Key: "key"}},
 		Env:       []calibanv1alpha1.EnvVar{{Name: "PROBE", Value: "1"}},
 		Isolation: &calibanv1alpha1.Isolation{RuntimeClass: "pinned", Worktrees: "per-agent"},
-		Egress:    &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443}}}},
+		Egress: &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{
+			{CIDR: "10.0.0.0/8", Ports: []int32{443}}, {CIDR: "0.0.0.0/0", Ports: []int32{443}}, {CIDR: "::/0"},
+		}},
 		AgentPolicy: &calibanv1alpha1.AgentPolicy{
 			AllowUnattended: true, PermissionMode: calibanv1alpha1.PermissionModeDontAsk,
 			AutoAllow: &yes, NoPermissions: &no, NoMCP: &yes, NoHooks: &yes, NoSkills: &yes, NoSubAgent: &yes,

@@ -31,8 +31,14 @@ func TestRenderingFingerprint(t *testing.T) {
 		"other resources": func(s *config.AgentSettings) {
 			s.CalibandResources.Requests[corev1.ResourceCPU] = quantity("1")
 		},
-		"another cluster domain":     func(s *config.AgentSettings) { s.ClusterDomain = "example.internal" },
-		"another ingress namespace":  func(s *config.AgentSettings) { s.IngressNamespace = "prospero" },
+		"another cluster domain":    func(s *config.AgentSettings) { s.ClusterDomain = "example.internal" },
+		"another ingress namespace": func(s *config.AgentSettings) { s.IngressNamespace = "prospero" },
+		"another ingress pod selector": func(s *config.AgentSettings) {
+			s.IngressPodSelector = map[string]string{"app": "prospero"}
+		},
+		"another DNS namespace":      func(s *config.AgentSettings) { s.DNSNamespace = "dns-system" },
+		"another DNS pod selector":   func(s *config.AgentSettings) { s.DNSPodSelector = map[string]string{"k8s-app": "coredns"} },
+		"every pod for DNS":          func(s *config.AgentSettings) { s.DNSPodSelector = nil },
 		"another session TLS secret": func(s *config.AgentSettings) { s.SessionTLSSecret = "other-tls" },
 	}
 	for name, change := range changes {

@@ -49,7 +49,7 @@ const (
 func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecret SecretGetter) (string, error) {
 	checks := []func() string{
 		func() string { return sourcePathProblem(spec.Sources, root) },    // sources land strictly under the root, each in its own place
-		func() string { return egressProblem(spec.Egress) },               // every CIDR and port is usable in a NetworkPolicy
+		func() string { return egressProblem(spec.Egress) },               // every CIDR and port is usable in a NetworkPolicy, and no CIDR is link-local
 		func() string { return duplicateProviderProblem(spec.Providers) }, // providers are addressable by name
 		func() string { return defaultProviderProblem(spec) },             // defaultProvider points somewhere
 		func() string { return envProblem(spec.Env, spec.Providers) },     // env neither repeats nor shadows the operator's own or the agent policy's variables
@@ -184,6 +184,12 @@ func egressProblem(egress *calibanv1alpha1.Egress) string {
 		}
 		if p := networkPolicyCIDRProblem(prefix); p != "" {
 			return fmt.Sprintf("egress.allow[%d]: cidr '%s' %s", i, rule.CIDR, p)
+		}
+		// A CIDR around a link-local range is rendered without it; one
+		// inside would be rendered as nothing, which the user would never
+		// learn of but from here.
+		if inside, _ := linkLocalOverlap(prefix); inside.IsValid() {
+			return fmt.Sprintf("egress.allow[%d]: cidr '%s' is link-local (%s), which agent pods may never reach", i, rule.CIDR, inside)
 		}
 		for _, port := range rule.Ports {
 			if port < 1 || port > 65535 {

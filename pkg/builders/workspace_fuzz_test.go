@@ -1,6 +1,7 @@
 package builders
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -103,20 +104,50 @@ func FuzzValidateWorkspace(f *testing.F) {
 // apiserver's own rule for a NetworkPolicy ipBlock.cidr (strict, as the
 // StrictIPCIDRValidation gate has it by default): a CIDR the workspace
 // accepts but the NetworkPolicy refuses leaves every task Provisioning, and
-// one refused here that the NetworkPolicy would take is a false alarm.
+// one refused here that the NetworkPolicy would take is a false alarm,
+// unless it is link-local, which the workspace refuses on its own account
+// and the renderer never opens.
 func FuzzEgressCIDRAgreesWithNetworkPolicy(f *testing.F) {
 	for _, cidr := range []string{
 		"10.0.0.0/8", "10.0.0.1/8", "10.0.0.1/32", "0.0.0.0/0", "::/0", "2001:db8::/32", "2001:DB8::/32",
 		"2001:db8::1/32", "::ffff:10.0.0.0/104", "::ffff:0.0.0.0/80", "::1.2.3.4/128", "010.0.0.0/8",
 		"10.0.0.0/08", "fe80::1%eth0/64", "10.0.0.1", "10.0.0.0/33", "", " 10.0.0.0/8",
+		"169.254.169.254/32", "169.254.0.0/16", "169.0.0.0/8", "fe80::/10", "fe80::1/128", "fe00::/8",
 	} {
 		f.Add(cidr)
 	}
 	f.Fuzz(func(t *testing.T, cidr string) {
 		problem := egressProblem(&calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: cidr}}})
 		refused := validation.IsValidCIDRForLegacyField(field.NewPath("cidr"), cidr, true, nil)
+		// Link-local is the workspace's own refusal: a NetworkPolicy would
+		// take it, so only the refusals besides it must agree.
+		if strings.Contains(problem, "is link-local") {
+			if len(refused) > 0 {
+				t.Errorf("cidr %q: called link-local, but a NetworkPolicy refuses it anyway: %v", cidr, refused)
+			}
+			if _, ok := egressIPBlock(cidr); ok {
+				t.Errorf("cidr %q: refused as link-local, but rendered", cidr)
+			}
+			return
+		}
 		if (problem != "") != (len(refused) > 0) {
 			t.Errorf("cidr %q: the workspace says %q, a NetworkPolicy says %v", cidr, problem, refused)
+		}
+		if problem != "" {
+			return
+		}
+		// An accepted CIDR is rendered, and what it leaves out is a strict
+		// subset of it, as a NetworkPolicy's ipBlock.except must be.
+		block, ok := egressIPBlock(cidr)
+		if !ok {
+			t.Fatalf("cidr %q: accepted, but not rendered", cidr)
+		}
+		prefix := netip.MustParsePrefix(cidr)
+		for _, e := range block.Except {
+			except := netip.MustParsePrefix(e)
+			if except.Bits() <= prefix.Bits() || !prefix.Contains(except.Addr()) {
+				t.Errorf("cidr %q: except %q is not a strict subset of it", cidr, e)
+			}
 		}
 	})
 }

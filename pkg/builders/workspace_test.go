@@ -223,6 +223,38 @@ func TestValidateWorkspace(t *testing.T) {
 			ws:      fxWorkspace(egress("::ffff:0.0.0.0/80")),
 			problem: "egress.allow[1]: cidr '::ffff:0.0.0.0/80' is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses",
 		},
+		// Link-local holds the cloud metadata services; no Workspace may
+		// open it, and a CIDR around it is rendered without it.
+		"the IPv4 metadata address fails naming the field and the range": {
+			ws:      fxWorkspace(egress("169.254.169.254/32")),
+			problem: "egress.allow[1]: cidr '169.254.169.254/32' is link-local (169.254.0.0/16), which agent pods may never reach",
+		},
+		"the whole IPv4 link-local range fails": {
+			ws:      fxWorkspace(egress("169.254.0.0/16")),
+			problem: "egress.allow[1]: cidr '169.254.0.0/16' is link-local (169.254.0.0/16), which agent pods may never reach",
+		},
+		"an IPv6 link-local address fails naming the IPv6 range": {
+			ws:      fxWorkspace(egress("fe80::a9fe:a9fe/128")),
+			problem: "egress.allow[1]: cidr 'fe80::a9fe:a9fe/128' is link-local (fe80::/10), which agent pods may never reach",
+		},
+		"the whole IPv6 link-local range fails": {
+			ws:      fxWorkspace(egress("fe80::/10")),
+			problem: "egress.allow[1]: cidr 'fe80::/10' is link-local (fe80::/10), which agent pods may never reach",
+		},
+		"a CIDR around link-local is fine: the policy leaves link-local out": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{
+					{CIDR: "0.0.0.0/0", Ports: []int32{443}}, {CIDR: "169.0.0.0/8"}, {CIDR: "::/0"}, {CIDR: "fe00::/8"},
+				}}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
+		"a CIDR beside link-local is fine": {
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "169.255.0.0/16"}, {CIDR: "fec0::/10"}}}
+			}),
+			secrets: []*corev1.Secret{anthropicKey},
+		},
 		"a port outside 1-65535 fails": {
 			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "10.0.0.0/8", Ports: []int32{443, 0}}}}

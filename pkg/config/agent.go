@@ -47,6 +47,12 @@ type AgentSettings struct {
 	IngressNamespace string
 	// IngressPodSelector is nil when empty (every pod of the peer namespace).
 	IngressPodSelector map[string]string
+	// DNSNamespace and DNSPodSelector name the cluster's DNS pods, the only
+	// destination of the agents' port 53: DNS open to every address would
+	// be a tunnel past the egress allow-list. DNSPodSelector is nil when
+	// set blank (every pod of DNSNamespace).
+	DNSNamespace   string
+	DNSPodSelector map[string]string
 
 	AgentSeccompProfile corev1.SeccompProfileType
 }
@@ -74,6 +80,8 @@ func DefaultAgentSettings() AgentSettings {
 			},
 		},
 		ClusterDomain:       defaultClusterDomain,
+		DNSNamespace:        "kube-system",
+		DNSPodSelector:      map[string]string{"k8s-app": "kube-dns"},
 		AgentSeccompProfile: corev1.SeccompProfileTypeRuntimeDefault,
 	}
 }
@@ -107,7 +115,9 @@ func (p *envParser) agent() AgentSettings {
 
 	p.clusterDomain(&s.ClusterDomain)
 	p.namespace(EnvIngressNamespace, &s.IngressNamespace)
-	p.podSelector(&s.IngressPodSelector)
+	p.podSelector(EnvIngressPodSelector, &s.IngressPodSelector)
+	p.dnsNamespace(&s.DNSNamespace)
+	p.podSelector(EnvDNSPodSelector, &s.DNSPodSelector)
 	p.seccompProfile(&s.AgentSeccompProfile)
 	return s
 }
@@ -220,12 +230,28 @@ func (p *envParser) clusterDomain(dst *string) {
 	*dst = v
 }
 
-// podSelector parses "k=v,k2=v2". Every entry, including an empty one left by
-// a stray comma, must be key=value: a selector that silently matched more
-// pods than written would widen the NetworkPolicy.
-func (p *envParser) podSelector(dst *map[string]string) {
-	v := p.optional(EnvIngressPodSelector)
+// dnsNamespace refuses a blank value, unlike CALIBAN_INGRESS_NAMESPACE,
+// where blank means the task's own namespace: the DNS pods are never there,
+// and a blank that silently meant kube-system would hide a templating
+// mistake.
+func (p *envParser) dnsNamespace(dst *string) {
+	if _, found, _ := p.present(EnvDNSNamespace); found {
+		p.namespace(EnvDNSNamespace, dst)
+	}
+}
+
+// podSelector parses "k=v,k2=v2". Unset keeps the default; blank is nil,
+// every pod (of the ingress peer's or the DNS namespace). Every entry,
+// including an empty one left by a stray comma, must be key=value: a
+// selector that silently matched more pods than written would widen the
+// NetworkPolicy.
+func (p *envParser) podSelector(name string, dst *map[string]string) {
+	v, set := p.get(name)
+	if !set {
+		return
+	}
 	if v == "" {
+		*dst = nil
 		return
 	}
 	sel := map[string]string{}
@@ -235,22 +261,22 @@ func (p *envParser) podSelector(dst *map[string]string) {
 		key, value, found := strings.Cut(entry, "=")
 		key, value = strings.TrimSpace(key), strings.TrimSpace(value)
 		if !found || key == "" {
-			p.fail("%s: bad selector entry '%s' (want key=value)", EnvIngressPodSelector, quoteInner(entry))
+			p.fail("%s: bad selector entry '%s' (want key=value)", name, quoteInner(entry))
 			ok = false
 			continue
 		}
 		if errs := content.IsLabelKey(key); len(errs) > 0 {
-			p.fail("%s: bad selector entry '%s': key is not a valid label key: %s", EnvIngressPodSelector, quoteInner(entry), strings.Join(errs, "; "))
+			p.fail("%s: bad selector entry '%s': key is not a valid label key: %s", name, quoteInner(entry), strings.Join(errs, "; "))
 			ok = false
 			continue
 		}
 		if errs := content.IsLabelValue(value); len(errs) > 0 {
-			p.fail("%s: bad selector entry '%s': value is not a valid label value: %s", EnvIngressPodSelector, quoteInner(entry), strings.Join(errs, "; "))
+			p.fail("%s: bad selector entry '%s': value is not a valid label value: %s", name, quoteInner(entry), strings.Join(errs, "; "))
 			ok = false
 			continue
 		}
 		if prev, dup := sel[key]; dup && prev != value {
-			p.fail("%s: key '%s' is given twice with different values", EnvIngressPodSelector, key)
+			p.fail("%s: key '%s' is given twice with different values", name, key)
 			ok = false
 			continue
 		}

@@ -130,7 +130,7 @@ func TestSettingsHalvesReadDisjointVariables(t *testing.T) {
 			t.Errorf("%s is read by both halves", name)
 		}
 	}
-	for _, name := range []string{EnvCalibandImage, EnvWorkspaceRoot, EnvAgentSeccompProfile, EnvIngressPodSelector} {
+	for _, name := range []string{EnvCalibandImage, EnvWorkspaceRoot, EnvAgentSeccompProfile, EnvIngressPodSelector, EnvDNSNamespace, EnvDNSPodSelector} {
 		if !agent[name] {
 			t.Errorf("the agent half does not read %s", name)
 		}

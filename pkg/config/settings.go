@@ -35,6 +35,8 @@ const (
 	EnvClusterDomain         = "CALIBAN_CLUSTER_DOMAIN"
 	EnvIngressNamespace      = "CALIBAN_INGRESS_NAMESPACE"
 	EnvIngressPodSelector    = "CALIBAN_INGRESS_POD_SELECTOR"
+	EnvDNSNamespace          = "CALIBAN_DNS_NAMESPACE"
+	EnvDNSPodSelector        = "CALIBAN_DNS_POD_SELECTOR"
 	EnvLeaderElection        = "CALIBAN_LEADER_ELECTION"
 	EnvLeaseName             = "CALIBAN_LEASE_NAME"
 	EnvLeaseNamespace        = "CALIBAN_LEASE_NAMESPACE"
@@ -100,7 +102,8 @@ func Default() Settings {
 // Values are trimmed. An unset variable takes its default. A variable set to
 // a blank value is an error, except where blank has a meaning of its own:
 // the CALIBAND_*_REQUEST/_LIMIT variables (blank clears the entry),
-// CALIBAN_CLUSTER_DOMAIN (blank keeps the default), and the variables whose
+// CALIBAN_CLUSTER_DOMAIN (blank keeps the default), CALIBAN_DNS_POD_SELECTOR
+// (blank selects every pod of the DNS namespace), and the variables whose
 // default is empty or derived (CALIBAN_INGRESS_NAMESPACE,
 // CALIBAN_INGRESS_POD_SELECTOR, CALIBAN_LEASE_NAMESPACE, POD_NAME, HOSTNAME,
 // CONTROLLER_POD_NAME, CALIBAN_WATCH_NAMESPACE), where blank is the same as

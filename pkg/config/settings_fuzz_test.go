@@ -38,6 +38,7 @@ func FuzzParse(f *testing.F) {
 		{"CALIBAND_CPU_REQUEST", "CALIBAND_CPU_LIMIT", "CALIBAND_MEMORY_REQUEST", "2", "1", "", "ns"},
 		{"CALIBAND_MEMORY_LIMIT", "CALIBAND_MEMORY_REQUEST", "CALIBAND_CPU_REQUEST", "1e3", "1e400", "-0", "ns"},
 		{"CALIBAN_INGRESS_POD_SELECTOR", "CALIBAN_INGRESS_NAMESPACE", "CALIBAN_WATCH_NAMESPACE", "a=b,c=\n,=", "A", "ns-1", "ns"},
+		{"CALIBAN_DNS_POD_SELECTOR", "CALIBAN_DNS_NAMESPACE", "CALIBAN_INGRESS_POD_SELECTOR", "k8s-app=kube-dns,", " ", "", "ns"},
 		{"CALIBAN_LEADER_ELECTION", "CALIBAN_LEASE_NAMESPACE", "CALIBAN_LEASE_NAME", "off", "", " ", ""},
 		{"CALIBAN_LEASE_DURATION_SECONDS", "CALIBAN_LEASE_GRACE_SECONDS", "POD_NAME", "9223372036", "9223372035", "\x00", "ns"},
 		{"CALIBAN_METRICS_BIND_ADDRESS", "CALIBAN_KUBE_API_QPS", "CALIBAN_LOG_VERBOSITY", "[fe80::1%eth0]:80", "NaN", "2147483647", "ns"},
@@ -132,9 +133,12 @@ func settingsProblems(s Settings) []string {
 	for _, ns := range []string{s.IngressNamespace, s.LeaseNamespace, s.WatchNamespace} {
 		check(ns == "" || len(validation.IsDNS1123Label(ns)) == 0, "a namespace is invalid")
 	}
-	check(s.IngressPodSelector == nil || len(s.IngressPodSelector) > 0, "an empty, non-nil pod selector")
-	for k, v := range s.IngressPodSelector {
-		check(len(content.IsLabelKey(k)) == 0 && len(content.IsLabelValue(v)) == 0, "a selector entry is invalid")
+	check(len(validation.IsDNS1123Label(s.DNSNamespace)) == 0, "the DNS namespace is blank or invalid")
+	for _, sel := range []map[string]string{s.IngressPodSelector, s.DNSPodSelector} {
+		check(sel == nil || len(sel) > 0, "an empty, non-nil pod selector")
+		for k, v := range sel {
+			check(len(content.IsLabelKey(k)) == 0 && len(content.IsLabelValue(v)) == 0, "a selector entry is invalid")
+		}
 	}
 	check(!s.LeaderElection || s.LeaseNamespace != "", "leader election without a lease namespace")
 	check(len(validation.IsDNS1123Subdomain(s.LeaseName)) == 0, "the lease name is invalid")

@@ -20,6 +20,7 @@ var settingsNames = []string{
 	"CALIBAN_SESSION_TLS_SECRET", "CALIBAN_SESSION_TOKEN_SECRET", "CALIBAN_SESSION_TOKEN_KEY", "CALIBAN_SESSION_SERVER_NAME",
 	"CALIBAND_CPU_REQUEST", "CALIBAND_MEMORY_REQUEST", "CALIBAND_CPU_LIMIT", "CALIBAND_MEMORY_LIMIT",
 	"CALIBAN_CLUSTER_DOMAIN", "CALIBAN_INGRESS_NAMESPACE", "CALIBAN_INGRESS_POD_SELECTOR",
+	"CALIBAN_DNS_NAMESPACE", "CALIBAN_DNS_POD_SELECTOR",
 	"CALIBAN_LEADER_ELECTION", "CALIBAN_LEASE_NAME", "CALIBAN_LEASE_NAMESPACE",
 	"CALIBAN_LEASE_DURATION_SECONDS", "CALIBAN_LEASE_GRACE_SECONDS", "POD_NAME", "HOSTNAME", "CONTROLLER_POD_NAME",
 	"CALIBAN_AGENT_SECCOMP_PROFILE", "CALIBAN_METRICS_BIND_ADDRESS", "CALIBAN_WORKERS",
@@ -82,6 +83,8 @@ func TestDefault(t *testing.T) {
 				corev1.ResourceMemory: resource.MustParse("512Mi"),
 			}},
 			ClusterDomain:       "cluster.local",
+			DNSNamespace:        "kube-system",
+			DNSPodSelector:      map[string]string{"k8s-app": "kube-dns"},
 			AgentSeccompProfile: corev1.SeccompProfileTypeRuntimeDefault,
 		},
 		ProcessSettings: ProcessSettings{
@@ -314,6 +317,20 @@ func TestParse(t *testing.T) {
 				"CALIBAN_WATCH_NAMESPACE": " ", "CALIBAN_LEASE_NAMESPACE": "",
 			},
 			want: func(s *Settings) {},
+		},
+		"a DNS namespace and pod selector are parsed and trimmed": {
+			env: map[string]string{
+				"CALIBAN_DNS_NAMESPACE":    " openshift-dns ",
+				"CALIBAN_DNS_POD_SELECTOR": " dns.operator.openshift.io/daemonset-dns = default ",
+			},
+			want: func(s *Settings) {
+				s.DNSNamespace = "openshift-dns"
+				s.DNSPodSelector = map[string]string{"dns.operator.openshift.io/daemonset-dns": "default"}
+			},
+		},
+		"a blank DNS pod selector selects every pod of the DNS namespace": {
+			env:  map[string]string{"CALIBAN_DNS_POD_SELECTOR": " "},
+			want: func(s *Settings) { s.DNSPodSelector = nil },
 		},
 		"yes turns leader election on": {
 			env:  map[string]string{"CALIBAN_LEADER_ELECTION": "yes"},
@@ -633,12 +650,36 @@ func TestParseRefuses(t *testing.T) {
 			env:  map[string]string{"CALIBAN_INGRESS_POD_SELECTOR": "a\nb"},
 			want: []string{`CALIBAN_INGRESS_POD_SELECTOR: bad selector entry 'a\nb' (want key=value)`},
 		},
+		"a blank DNS namespace is refused: it would not say which namespace": {
+			env:  map[string]string{"CALIBAN_DNS_NAMESPACE": " "},
+			want: []string{"CALIBAN_DNS_NAMESPACE is set but blank"},
+		},
+		"a DNS pod selector entry without = is refused naming its variable": {
+			env:  map[string]string{"CALIBAN_DNS_POD_SELECTOR": "k8s-app=kube-dns,coredns"},
+			want: []string{"CALIBAN_DNS_POD_SELECTOR: bad selector entry 'coredns' (want key=value)"},
+		},
+		"a DNS pod selector with a stray comma is refused": {
+			env:  map[string]string{"CALIBAN_DNS_POD_SELECTOR": "k8s-app=kube-dns,"},
+			want: []string{"CALIBAN_DNS_POD_SELECTOR: bad selector entry '' (want key=value)"},
+		},
+		"a DNS pod selector key that is not a label key is refused": {
+			env:  map[string]string{"CALIBAN_DNS_POD_SELECTOR": "k8s app=kube-dns"},
+			want: []string{"CALIBAN_DNS_POD_SELECTOR: bad selector entry 'k8s app=kube-dns': key is not a valid label key: ..."},
+		},
+		"both selectors are checked, each naming its own variable": {
+			env: map[string]string{"CALIBAN_INGRESS_POD_SELECTOR": "app=a,app=b", "CALIBAN_DNS_POD_SELECTOR": "k8s-app=a,k8s-app=b"},
+			want: []string{
+				"CALIBAN_INGRESS_POD_SELECTOR: key 'app' is given twice with different values",
+				"CALIBAN_DNS_POD_SELECTOR: key 'k8s-app' is given twice with different values",
+			},
+		},
 		"namespaces that are not DNS labels are refused": {
 			env: map[string]string{
-				"CALIBAN_INGRESS_NAMESPACE": "a.b", "CALIBAN_LEASE_NAMESPACE": "-ops", "CALIBAN_WATCH_NAMESPACE": "Team_A",
+				"CALIBAN_INGRESS_NAMESPACE": "a.b", "CALIBAN_DNS_NAMESPACE": "kube.system", "CALIBAN_LEASE_NAMESPACE": "-ops", "CALIBAN_WATCH_NAMESPACE": "Team_A",
 			},
 			want: []string{
 				`CALIBAN_INGRESS_NAMESPACE "a.b" is not a valid namespace name: ...`,
+				`CALIBAN_DNS_NAMESPACE "kube.system" is not a valid namespace name: ...`,
 				`CALIBAN_LEASE_NAMESPACE "-ops" is not a valid namespace name: ...`,
 				`CALIBAN_WATCH_NAMESPACE "Team_A" is not a valid namespace name: ...`,
 			},

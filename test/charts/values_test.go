@@ -99,6 +99,14 @@ func TestTheValuesSchemaRefusesBadValuesByName(t *testing.T) {
 			values: map[string]any{"watchNamespace": "Team_A"},
 			want:   []string{"/watchNamespace"},
 		},
+		"a DNS namespace that is no namespace name": {
+			values: map[string]any{"network": map[string]any{"dnsNamespace": "kube.system"}},
+			want:   []string{"/network/dnsNamespace"},
+		},
+		"an empty DNS namespace": {
+			values: map[string]any{"network": map[string]any{"dnsNamespace": ""}},
+			want:   []string{"/network/dnsNamespace"},
+		},
 		"a QPS of zero": {
 			values: map[string]any{"kubeAPI": map[string]any{"qps": 0}},
 			want:   []string{"/kubeAPI/qps"},

@@ -134,6 +134,19 @@ func TestTheRenderedNetworkPolicyAppliesAndReadsBack(t *testing.T) {
 			s.pin.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{}}
 			return s
 		}()},
+		"an allow-list around link-local, which it leaves out, IPv4 and IPv6": {scenario: func() scenario {
+			s := minimalScenario()
+			s.pin.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{
+				{CIDR: "0.0.0.0/0", Ports: []int32{443}}, {CIDR: "169.0.0.0/8"}, {CIDR: "::/0"}, {CIDR: "fe00::/8", Ports: []int32{22}},
+			}}
+			return s
+		}()},
+		"DNS in another namespace, every pod of it": {scenario: func() scenario {
+			s := minimalScenario()
+			s.settings.DNSNamespace = "dns-system"
+			s.settings.DNSPodSelector = nil
+			return s
+		}()},
 		"ingress narrowed to a namespace and pod selector": {scenario: func() scenario {
 			s := minimalScenario()
 			s.settings.IngressNamespace = "prospero"
