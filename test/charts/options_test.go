@@ -20,13 +20,33 @@ func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
 	pinKey := []string{"Role " + namespace + "/caliban-operator-pin-key", "RoleBinding " + namespace + "/caliban-operator-pin-key"}
 	sa := "ServiceAccount " + namespace + "/caliban-operator"
 	deploy := "Deployment " + namespace + "/caliban-operator"
+	admission := []string{
+		"ValidatingAdmissionPolicy /caliban-unattended", "ValidatingAdmissionPolicyBinding /caliban-unattended",
+		"MutatingAdmissionPolicy /caliban-requested-by", "MutatingAdmissionPolicyBinding /caliban-requested-by",
+		"ValidatingAdmissionPolicy /caliban-requested-by", "ValidatingAdmissionPolicyBinding /caliban-requested-by",
+		"ValidatingAdmissionPolicy /caliban-status", "ValidatingAdmissionPolicyBinding /caliban-status",
+		"ValidatingAdmissionPolicy /caliban-secret-refs", "ValidatingAdmissionPolicyBinding /caliban-secret-refs",
+		"ConfigMap " + namespace + "/caliban-unattended",
+	}
 	tests := map[string]struct {
 		values map[string]any
+		// served: the cluster serves the admission policy kinds.
+		served bool
 		want   []string
 	}{
 		"the defaults render the identity, the RBAC and the Deployment": {
 			values: nil,
 			want:   slices.Concat([]string{sa, deploy}, cluster, le, pinKey),
+		},
+		"on a cluster that serves the admission policies the defaults add the admission component": {
+			values: nil,
+			served: true,
+			want:   slices.Concat([]string{sa, deploy}, cluster, le, admission),
+		},
+		"admission.enabled false renders no admission object, also where it is served": {
+			values: map[string]any{"admission": map[string]any{"enabled": false}},
+			served: true,
+			want:   append(append([]string{sa, deploy}, cluster...), le...),
 		},
 		"without leader election there is no leader-election Role": {
 			values: map[string]any{"leaderElection": map[string]any{"enabled": false}},
@@ -47,7 +67,11 @@ func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := slices.Sorted(maps.Keys(byKey(t, render(t, framework.OperatorChart, tc.values), all)))
+			objs := render(t, framework.OperatorChart, tc.values)
+			if tc.served {
+				objs, _ = renderServed(t, tc.values)
+			}
+			got := slices.Sorted(maps.Keys(byKey(t, objs, all)))
 			want := slices.Sorted(slices.Values(tc.want))
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("objects (-want +got):\n%s", diff)

@@ -48,6 +48,18 @@ func render(t *testing.T, chart string, values map[string]any) []*unstructured.U
 	return objs
 }
 
+// renderServed renders the operator chart as helm install does on a
+// cluster that serves the admission policy kinds (Kubernetes 1.36 or
+// later), and returns its NOTES.txt too.
+func renderServed(t *testing.T, values map[string]any) ([]*unstructured.Unstructured, string) {
+	t.Helper()
+	objs, notes, err := framework.RenderChartOn(root(t), framework.OperatorChart, release, namespace, values, framework.AdmissionPolicyKinds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs, notes
+}
+
 func kustomize(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	objs, err := framework.Kustomize(root(t), dir)
@@ -152,9 +164,25 @@ func all(*unstructured.Unstructured) bool { return true }
 // --create-namespace); the CRDs are the caliban-crds chart's.
 var notChart = not("Namespace", "CustomResourceDefinition")
 
+// The admission component is on by default wherever the cluster serves
+// its kinds: there the defaults render manifests/ and manifests/admission.
+// helm template without a cluster knows no kinds, and renders manifests/.
 func TestTheOperatorChartRendersWhatManifestsRenders(t *testing.T) {
-	sameObjects(t, "manifests", byKey(t, kustomize(t, "manifests"), notChart),
-		"the operator chart", byKey(t, render(t, framework.OperatorChart, nil), all))
+	t.Run("on a cluster that serves the admission policies, manifests and manifests/admission", func(t *testing.T) {
+		want := byKey(t, kustomize(t, "manifests"), notChart)
+		for k, o := range byKey(t, kustomize(t, "manifests/admission"), all) {
+			if _, dup := want[k]; dup {
+				t.Fatalf("%s is in manifests and manifests/admission", k)
+			}
+			want[k] = o
+		}
+		objs, _ := renderServed(t, nil)
+		sameObjects(t, "manifests and manifests/admission", want, "the operator chart", byKey(t, objs, all))
+	})
+	t.Run("without a cluster, manifests", func(t *testing.T) {
+		sameObjects(t, "manifests", byKey(t, kustomize(t, "manifests"), notChart),
+			"the operator chart", byKey(t, render(t, framework.OperatorChart, nil), all))
+	})
 }
 
 // The single-namespace overlay also creates the namespace caliban-tasks; the
@@ -167,20 +195,27 @@ func TestTheOperatorChartWithAWatchNamespaceRendersTheSingleNamespaceOverlay(t *
 }
 
 // An optional part of the chart renders what its kustomization renders, and
-// turning it on changes nothing else.
+// turning it on changes nothing else. The admission component is compared
+// on a cluster that serves its kinds, where it is on unless turned off.
 func TestTheOperatorChartsOptionalPartsRenderTheirKustomizations(t *testing.T) {
-	base := byKey(t, render(t, framework.OperatorChart, nil), all)
 	for name, tc := range map[string]struct {
 		values map[string]any
 		dir    string
+		// without is the render the part adds to; nil: the defaults
+		// without a cluster.
+		without []*unstructured.Unstructured
 	}{
 		"flowcontrol.enabled renders manifests/flowcontrol": {
 			values: map[string]any{"flowcontrol": map[string]any{"enabled": true}},
 			dir:    "manifests/flowcontrol",
 		},
-		"admission.enabled renders manifests/admission": {
+		"admission.enabled, the default, renders manifests/admission": {
 			values: map[string]any{"admission": map[string]any{"enabled": true}},
 			dir:    "manifests/admission",
+			without: func() []*unstructured.Unstructured {
+				objs, _ := renderServed(t, map[string]any{"admission": map[string]any{"enabled": false}})
+				return objs
+			}(),
 		},
 		"monitoring.prometheusRule.enabled and monitoring.dashboard.enabled render manifests/monitoring": {
 			values: map[string]any{"monitoring": map[string]any{
@@ -191,7 +226,11 @@ func TestTheOperatorChartsOptionalPartsRenderTheirKustomizations(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			with := byKey(t, render(t, framework.OperatorChart, tc.values), all)
+			base, with := byKey(t, render(t, framework.OperatorChart, nil), all), byKey(t, render(t, framework.OperatorChart, tc.values), all)
+			if tc.without != nil {
+				objs, _ := renderServed(t, tc.values)
+				base, with = byKey(t, tc.without, all), byKey(t, objs, all)
+			}
 			added := map[string]*unstructured.Unstructured{}
 			for k, o := range with {
 				if b, ok := base[k]; !ok {

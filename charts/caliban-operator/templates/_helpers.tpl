@@ -27,6 +27,22 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/component: admission
 {{- end }}
 
+{{/*
+"true" when the cluster serves the admission policy kinds the component is
+made of (Kubernetes 1.36 or later), else empty. helm install and upgrade
+ask the cluster; helm template without a cluster knows only group
+versions, so it renders the component only when told the kinds with
+--api-versions.
+*/}}
+{{- define "caliban-operator.admissionServed" -}}
+{{- if and (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/ValidatingAdmissionPolicy") (.Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy") }}true{{ end }}
+{{- end }}
+
+{{/* "true" when the admission component is rendered, else empty. */}}
+{{- define "caliban-operator.admissionRendered" -}}
+{{- if and .Values.admission.enabled (include "caliban-operator.admissionServed" .) }}true{{ end }}
+{{- end }}
+
 {{/* The labels of the PrometheusRule and the dashboard ConfigMap. */}}
 {{- define "caliban-operator.monitoringLabels" -}}
 {{ include "caliban-operator.labels" . }}

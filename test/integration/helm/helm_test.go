@@ -27,6 +27,10 @@ const (
 	operatorRelease   = "caliban-operator"
 )
 
+// The admission component's ValidatingAdmissionPolicies, each bound under
+// its own name.
+var validatingPolicies = []string{"caliban-unattended", "caliban-requested-by", "caliban-status", "caliban-secret-refs"}
+
 var crdNames = []string{"calibantasks." + calibanv1alpha1.GroupName, "workspaces." + calibanv1alpha1.GroupName}
 
 // helmConfig is the Helm SDK's configuration for the test cluster, its
@@ -139,6 +143,21 @@ func TestTheChartsInstallUpgradeAndUninstall(t *testing.T) {
 				_, err := kube.AppsV1().Deployments(operatorNamespace).Get(ctx, operatorName, metav1.GetOptions{})
 				return err
 			},
+			// The cluster serves the admission policy kinds, so the
+			// component is on by default.
+			"admission policies": func() error {
+				for _, name := range validatingPolicies {
+					if _, err := kube.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Get(ctx, name, metav1.GetOptions{}); err != nil {
+						return err
+					}
+				}
+				_, err := kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, "caliban-requested-by", metav1.GetOptions{})
+				return err
+			},
+			"admission parameters": func() error {
+				_, err := kube.CoreV1().ConfigMaps(operatorNamespace).Get(ctx, "caliban-unattended", metav1.GetOptions{})
+				return err
+			},
 		}
 		for name, check := range checks {
 			if err := check(); err != nil {
@@ -222,6 +241,8 @@ func TestTheChartsInstallUpgradeAndUninstall(t *testing.T) {
 				"ClusterRole":          get(cluster.Kube.RbacV1().ClusterRoles().Get(ctx, operatorName, metav1.GetOptions{})),
 				"ClusterRoleBinding":   get(cluster.Kube.RbacV1().ClusterRoleBindings().Get(ctx, operatorName, metav1.GetOptions{})),
 				"leader-election Role": get(cluster.Kube.RbacV1().Roles(operatorNamespace).Get(ctx, operatorName+"-leader-election", metav1.GetOptions{})),
+				"caliban-status":       get(cluster.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, "caliban-status", metav1.GetOptions{})),
+				"caliban-requested-by": get(cluster.Kube.AdmissionregistrationV1().MutatingAdmissionPolicies().Get(ctx, "caliban-requested-by", metav1.GetOptions{})),
 			} {
 				if !apierrors.IsNotFound(err) {
 					return fmt.Errorf("%s is still there after helm uninstall (%v)", what, err)

@@ -1,9 +1,11 @@
 // Package helm_test installs the operator the Helm way, with the Helm Go SDK
 // against a real kube-apiserver (the kwokctl test bed of test/framework):
 // the caliban-crds chart, then the caliban-operator chart into
-// caliban-system. It runs the operator binary with the installed
-// Deployment's env as the chart's ServiceAccount, takes a task to Running,
-// upgrades the release with a changed value, and uninstalls both charts.
+// caliban-system, with the admission component its defaults install on a
+// cluster that serves the policy kinds. It runs the operator binary with the
+// installed Deployment's env as the chart's ServiceAccount, takes a task to
+// Running with the component in force, upgrades the release with a changed
+// value, and uninstalls both charts.
 package helm_test
 
 import (

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -41,6 +42,12 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 	createProviderSecret(t, ns)
 	allowToWriteTasks(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, Name: alice}, rbacv1.Subject{Kind: rbacv1.UserKind, Name: bob},
 		rbacv1.Subject{Kind: rbacv1.UserKind, Name: "carol"}, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "prospero", Namespace: ns})
+	// Both may read the provider key every test Workspace names, so that
+	// only caliban-unattended speaks here (caliban-secret-refs has a test of
+	// its own).
+	allow(t, ns, "provider-key", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
+		ResourceNames: []string{providerSecret}, Verbs: []string{"get"}}},
+		rbacv1.Subject{Kind: rbacv1.UserKind, Name: alice}, rbacv1.Subject{Kind: rbacv1.UserKind, Name: bob})
 	asAlice := clientAs(t, alice, unattendedGroup)
 	asBob := clientAs(t, bob)
 
@@ -103,10 +110,88 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 		if err := framework.IsForbidden(err, "spec.task.permissionPosture: unattended", "bob may not"); err != nil {
 			t.Error(err)
 		}
-		// Editing what the component does not gate passes, also on alice's
-		// unattended task: the posture stays as it was.
-		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Task.AgentType = "reviewer" }); err != nil {
-			t.Errorf("bob could not edit an unattended task's agentType: %v", err)
+	})
+
+	t.Run("a user outside it may not change unattended work, but may suspend it", func(t *testing.T) {
+		mayNotChange := []string{"bob may not change a task that runs unattended (spec.task.permissionPosture: unattended)",
+			"only group caliban:unattended, group system:masters may (ConfigMap caliban-system/caliban-unattended)"}
+		for what, tc := range map[string]struct {
+			edit  func(*calibanv1alpha1.CalibanTaskSpec)
+			field string
+		}{
+			"its agentType": {func(s *calibanv1alpha1.CalibanTaskSpec) { s.Task.AgentType = "reviewer" }, "spec.task: "},
+			"its prompt":    {func(s *calibanv1alpha1.CalibanTaskSpec) { s.Task.Prompt = "Push to main." }, "spec.task: "},
+			"its runtime class": {func(s *calibanv1alpha1.CalibanTaskSpec) {
+				s.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: "runc"}
+			}, "spec.isolation: "},
+			"its state endpoint": {func(s *calibanv1alpha1.CalibanTaskSpec) {
+				s.State = &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://collector.example.com"}
+			}, "spec.state: "},
+			"its router config": {func(s *calibanv1alpha1.CalibanTaskSpec) {
+				s.Model = &calibanv1alpha1.ModelSpec{RouterConfigRef: "bobs-router"}
+			}, "spec.model: "},
+			"its posture, to supervised": {func(s *calibanv1alpha1.CalibanTaskSpec) { s.Task.PermissionPosture = calibanv1alpha1.PostureSupervised }, "spec.task: "},
+			"suspend, and its prompt": {func(s *calibanv1alpha1.CalibanTaskSpec) {
+				s.Suspend, s.Task.Prompt = true, "Push to main."
+			}, "spec.suspend, spec.task: "},
+		} {
+			err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tc.edit(&tk.Spec) })
+			if err := framework.IsForbidden(err, append([]string{tc.field}, mayNotChange...)...); err != nil {
+				t.Errorf("bob changing %s: %v", what, err)
+			}
+		}
+		// Metadata is not the agent's configuration.
+		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Labels = map[string]string{"reviewed-by": bob} }); err != nil {
+			t.Errorf("bob labelling an unattended task: %v", err)
+		}
+		// Stopping an agent is always safe; starting it again is not.
+		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Suspend = true }); err != nil {
+			t.Fatalf("bob suspending an unattended task: %v", err)
+		}
+		waitForTask(t, ns, "night-shift", settleTimeout, hasPhase(calibanv1alpha1.TaskSuspended))
+		err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Suspend = false })
+		if err := framework.IsForbidden(err, append([]string{"spec.suspend: "}, mayNotChange...)...); err != nil {
+			t.Errorf("bob resuming an unattended task: %v", err)
+		}
+		if err := updateAs(asAlice, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
+			tk.Spec.Suspend, tk.Spec.Task.AgentType = false, "reviewer"
+		}); err != nil {
+			t.Errorf("alice resuming and editing her unattended task: %v", err)
+		}
+		waitForTask(t, ns, "night-shift", settleTimeout, isRunning)
+
+		// A Workspace that allows unattended work, or only has an
+		// unsupervised setting, is alice's to change too.
+		createAs(t, asAlice, newWorkspace(ns, "loose", func(s *calibanv1alpha1.WorkspaceSpec) {
+			s.AgentPolicy = &calibanv1alpha1.AgentPolicy{PermissionMode: "dontAsk"}
+		}))
+		mayNotChangeWorkspace := "bob may not change a Workspace that lets agents run unattended or unsupervised (spec.agentPolicy)"
+		for what, tc := range map[string]struct {
+			ws    string
+			edit  func(*calibanv1alpha1.WorkspaceSpec)
+			field string
+		}{
+			"its display name": {"trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by bob" }, "spec.displayName: "},
+			"its sources": {"trusting", func(s *calibanv1alpha1.WorkspaceSpec) {
+				s.Sources[0].Repo = "https://git.example.com/bob/fork.git"
+			}, "spec.sources: "},
+			"its egress": {"trusting", func(s *calibanv1alpha1.WorkspaceSpec) {
+				s.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: "0.0.0.0/0"}}}
+			}, "spec.egress: "},
+			"its providers": {"trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.Providers[0].BaseURL = "https://collector.example.com" }, "spec.providers: "},
+			"its isolation": {"trusting", func(s *calibanv1alpha1.WorkspaceSpec) {
+				s.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: "runc"}
+			}, "spec.isolation: "},
+			"its agent policy, to supervised":     {"trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = nil }, "spec.agentPolicy: "},
+			"an unsupervised setting's Workspace": {"loose", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by bob" }, "spec.displayName: "},
+		} {
+			err := updateWorkspaceAs(asBob, ns, tc.ws, tc.edit)
+			if err := framework.IsForbidden(err, tc.field+mayNotChangeWorkspace, "only group caliban:unattended"); err != nil {
+				t.Errorf("bob changing %s: %v", what, err)
+			}
+		}
+		if err := updateWorkspaceAs(asAlice, ns, "trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by alice" }); err != nil {
+			t.Errorf("alice editing her Workspace that allows unattended work: %v", err)
 		}
 	})
 
@@ -133,10 +218,6 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 					t.Errorf("update: %v", err)
 				}
 			})
-		}
-		// What is already set may stay set: bob edits alice's Workspace.
-		if err := updateWorkspaceAs(asBob, ns, "trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by bob" }); err != nil {
-			t.Errorf("bob could not edit a Workspace that allows unattended work, leaving that as it was: %v", err)
 		}
 		// A supervised setting is nobody's privilege.
 		if err := updateWorkspaceAs(asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) {
@@ -240,10 +321,11 @@ func installAdmission(t *testing.T) []*unstructured.Unstructured {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Also what was applied before a refusal must go.
+	t.Cleanup(func() { removeAdmission(t, objs) })
 	if err := cluster.Apply(ctx, "", objs...); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cluster.Remove(ctx, objs...) })
 	return objs
 }
 
@@ -257,11 +339,11 @@ func waitForAdmission(t *testing.T, ns string, asAlice, asBob calibanclient.Inte
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
 	framework.Eventually(t, settleTimeout, func() error {
 		_, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended), dryRun)
-		if err := framework.IsForbidden(err, "bob may not"); err != nil {
+		if err := framework.IsForbidden(err, "bob may not ask for an agent that runs unattended"); err != nil {
 			return fmt.Errorf("bob's unattended task: %w", err)
 		}
 		_, err = asBob.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "probe", allowUnattended), dryRun)
-		if err := framework.IsForbidden(err, "bob may not"); err != nil {
+		if err := framework.IsForbidden(err, "bob may not ask for an agent that runs unattended"); err != nil {
 			return fmt.Errorf("bob's unattended Workspace: %w", err)
 		}
 		tk, err := asAlice.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "trusting", unattended), dryRun)
@@ -275,11 +357,48 @@ func waitForAdmission(t *testing.T, ns string, asAlice, asBob calibanclient.Inte
 	})
 }
 
-// removeAdmission deletes the component as `kubectl delete -k` would.
+// removeAdmission deletes the component as `kubectl delete -k` would, and
+// waits until the API server has let go of caliban-unattended and
+// caliban-requested-by: until its caches follow, a binding whose
+// parameters are gone refuses every task and Workspace, also the next
+// test's. Dry runs change nothing.
 func removeAdmission(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
 	if err := cluster.Remove(ctx, objs...); err != nil {
 		t.Fatal(err)
+	}
+	ns, dryRun := framework.OperatorNamespace, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	framework.Eventually(t, settleTimeout, func() error {
+		if _, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Create(ctx, newWorkspace(ns, "probe", allowUnattended), dryRun); err != nil {
+			return fmt.Errorf("a Workspace after the component was removed: %w", err)
+		}
+		tk, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "probe", unattended), dryRun)
+		if err != nil {
+			return fmt.Errorf("a task after the component was removed: %w", err)
+		}
+		if rec, ok := tk.Annotations[calibanv1alpha1.AnnotationRequestedBy]; ok {
+			return fmt.Errorf("the API server still records who created a task (%q)", rec)
+		}
+		return nil
+	})
+}
+
+// waitInForce waits until probe says a policy of the component is in
+// force. It does not stop the test when it never is: the refusals expected
+// below then fail one by one, each saying what went through.
+func waitInForce(t *testing.T, what string, probe func() error) {
+	t.Helper()
+	deadline := time.Now().Add(settleTimeout)
+	for {
+		err := probe()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s is not in force after %s: %v", what, settleTimeout, err)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 

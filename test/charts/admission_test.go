@@ -1,0 +1,124 @@
+package charts_test
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/caliban-ai/caliban-operator/test/framework"
+)
+
+// NOTES.txt says after every install and upgrade whether the admission
+// component is on, and when it is off, why and what that leaves open.
+func TestTheNotesSayWhetherTheAdmissionComponentIsOn(t *testing.T) {
+	offConsequences := []string{
+		"Without it",
+		"may let its agents run unattended",
+		"may patch calibantasks/status",
+		"pinned configuration",
+		"may name any Secret of its namespace",
+	}
+	tests := map[string]struct {
+		values  map[string]any
+		served  bool
+		want    []string
+		wantNot []string
+	}{
+		"on, by default, where the cluster serves the policies": {
+			served:  true,
+			want:    []string{"The admission component is on", "ConfigMap " + namespace + "/caliban-unattended", "admission.params"},
+			wantNot: []string{"OFF", "Without it"},
+		},
+		"off by value": {
+			values:  map[string]any{"admission": map[string]any{"enabled": false}},
+			served:  true,
+			want:    append([]string{"THE ADMISSION COMPONENT IS OFF: admission.enabled is false."}, offConsequences...),
+			wantNot: []string{"is on", "does not serve"},
+		},
+		"off because the cluster does not serve the policies": {
+			want: append([]string{"THE ADMISSION COMPONENT IS OFF: this cluster does not serve", "Kubernetes 1.36 or later",
+				"although admission.enabled is true", "helm upgrade"}, offConsequences...),
+			wantNot: []string{"is on", "admission.enabled is false."},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			var apiVersions []string
+			if tc.served {
+				apiVersions = framework.AdmissionPolicyKinds
+			}
+			_, notes, err := framework.RenderChartOn(root(t), framework.OperatorChart, release, namespace, tc.values, apiVersions...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt does not say %q:\n%s", w, notes)
+				}
+			}
+			for _, w := range tc.wantNot {
+				if strings.Contains(notes, w) {
+					t.Errorf("NOTES.txt says %q:\n%s", w, notes)
+				}
+			}
+		})
+	}
+}
+
+// One kind without the other is a cluster the component cannot work on
+// (the record of who asked needs the mutating kind): nothing is rendered.
+func TestTheAdmissionComponentNeedsBothPolicyKinds(t *testing.T) {
+	for _, kind := range framework.AdmissionPolicyKinds {
+		objs, notes, err := framework.RenderChartOn(root(t), framework.OperatorChart, release, namespace, nil, kind)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range objs {
+			if o.GetLabels()["app.kubernetes.io/component"] == "admission" {
+				t.Errorf("a cluster serving only %s gets %s", kind, key(o))
+			}
+		}
+		if !strings.Contains(notes, "does not serve") {
+			t.Errorf("a cluster serving only %s: NOTES.txt does not say the component is off:\n%s", kind, notes)
+		}
+	}
+}
+
+// The operator's identity, which the status policy lets through, and the
+// parameters' namespace are the release's: in another namespace and with
+// another ServiceAccount name, nothing of the component names
+// caliban-system or caliban-operator's ServiceAccount.
+func TestTheAdmissionComponentNamesTheReleasesOperator(t *testing.T) {
+	objs, _, err := framework.RenderChartOn(root(t), framework.OperatorChart, release, "platform",
+		map[string]any{"serviceAccount": map[string]any{"name": "ops"}}, framework.AdmissionPolicyKinds...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var status *unstructured.Unstructured
+	n := 0
+	for _, o := range objs {
+		if o.GetLabels()["app.kubernetes.io/component"] != "admission" {
+			continue
+		}
+		n++
+		text, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(text), "caliban-system") || strings.Contains(string(text), "serviceaccount:platform:caliban-operator") {
+			t.Errorf("%s names caliban-system or the default ServiceAccount:\n%s", key(o), text)
+		}
+		if o.GetKind() == "ValidatingAdmissionPolicy" && o.GetName() == "caliban-status" {
+			status = o
+		}
+	}
+	if n != 11 || status == nil {
+		t.Fatalf("%d admission objects, caliban-status %v; want 11 with it", n, status != nil)
+	}
+	conditions, _, _ := unstructured.NestedSlice(status.Object, "spec", "matchConditions")
+	want := "request.userInfo.username != 'system:serviceaccount:platform:ops'"
+	if len(conditions) == 0 || conditions[0].(map[string]any)["expression"] != want {
+		t.Errorf("caliban-status's first matchCondition is %v, want %q", conditions, want)
+	}
+}
