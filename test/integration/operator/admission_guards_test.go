@@ -113,6 +113,9 @@ func TestTheAdmissionComponentGuardsWhatTheOperatorTrustsInStatus(t *testing.T) 
 				"another Ready": {"status.conditions[Ready]", func() error {
 					return applyStatusAs(w.client, "CalibanTask", ns, "task", map[string]any{"conditions": []any{ready}}, true)
 				}},
+				"another pin signature": {"status.pinSignature", func() error {
+					return applyStatusAs(w.client, "CalibanTask", ns, "task", map[string]any{"pinSignature": "v1:forged"}, true)
+				}},
 				"another endpoint": {"status.calibandEndpoint", func() error {
 					return mergePatchStatusAs(w.client, "CalibanTask", ns, "task", map[string]any{"calibandEndpoint": "caliband.elsewhere.svc:8443"})
 				}},
@@ -382,7 +385,8 @@ func runOperatorAsItsServiceAccount(t *testing.T, name, ns string) *operatorProc
 			t.Errorf("removing the operator's identity: %v", err)
 		}
 	})
-	return startOperator(t, name, ns, "KUBECONFIG="+operatorKubeconfig(t))
+	// Its namespace, where its Role lets it keep the pin key, as in its pod.
+	return startOperator(t, name, ns, "KUBECONFIG="+operatorKubeconfig(t), "CALIBAN_LEASE_NAMESPACE="+framework.OperatorNamespace)
 }
 
 // allow binds a Role of rules in ns to subjects.

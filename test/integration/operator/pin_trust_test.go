@@ -10,7 +10,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -52,7 +51,7 @@ func TestTheOperatorRunsOnlyPinsItWroteAndReadsWhoAskedFromTheAnnotation(t *test
 			},
 			"permissionPosture": "unattended",
 		}
-		if err := applyStatusAs(prospero, ns, "forged", forged); err != nil {
+		if err := applyStatusAs(prospero, "CalibanTask", ns, "forged", forged, true); err != nil {
 			t.Fatalf("prospero could not write the pin (the test needs it to): %v", err)
 		}
 		waitForTask(t, ns, "forged", settleTimeout, failedNaming(builders.ReasonPinNotTrusted,
@@ -82,7 +81,7 @@ func TestTheOperatorRunsOnlyPinsItWroteAndReadsWhoAskedFromTheAnnotation(t *test
 			t.Fatal(err)
 		}
 		edited["agentPolicy"] = map[string]any{"allowUnattended": true, "autoAllow": true}
-		if err := applyStatusAs(prospero, ns, "edited", map[string]any{"resolvedWorkspace": edited}); err != nil {
+		if err := applyStatusAs(prospero, "CalibanTask", ns, "edited", map[string]any{"resolvedWorkspace": edited}, true); err != nil {
 			t.Fatalf("prospero could not edit the pin (the test needs it to): %v", err)
 		}
 		waitForTask(t, ns, "edited", settleTimeout, failedNaming(builders.ReasonPinNotTrusted, "does not match it"))
@@ -106,7 +105,7 @@ func TestTheOperatorRunsOnlyPinsItWroteAndReadsWhoAskedFromTheAnnotation(t *test
 			return nil
 		})
 		for _, rewrite := range []string{"mallory", ""} {
-			if err := applyStatusAs(prospero, ns, "asked", map[string]any{"requestedBy": rewrite}); err != nil {
+			if err := applyStatusAs(prospero, "CalibanTask", ns, "asked", map[string]any{"requestedBy": rewrite}, true); err != nil {
 				t.Fatalf("prospero could not rewrite requestedBy (the test needs it to): %v", err)
 			}
 			waitForTask(t, ns, "asked", settleTimeout, func(tk *calibanv1alpha1.CalibanTask) error {
@@ -124,41 +123,9 @@ func TestTheOperatorRunsOnlyPinsItWroteAndReadsWhoAskedFromTheAnnotation(t *test
 // it.
 func statusWriter(t *testing.T, ns, name string) calibanclient.Interface {
 	t.Helper()
-	role := &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-status"},
-		Rules: []rbacv1.PolicyRule{
-			{APIGroups: []string{calibanv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"calibantasks"}, Verbs: []string{"get", "list", "watch"}},
-			{APIGroups: []string{calibanv1alpha1.SchemeGroupVersion.Group}, Resources: []string{"calibantasks/status"}, Verbs: []string{"patch"}},
-		},
-	}
-	if _, err := cluster.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-status"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
-	}
-	if _, err := cluster.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	allow(t, ns, name+"-status", []rbacv1.PolicyRule{
+		{APIGroups: []string{calibanv1alpha1.GroupName}, Resources: []string{"calibantasks"}, Verbs: []string{"get", "list", "watch"}},
+		{APIGroups: []string{calibanv1alpha1.GroupName}, Resources: []string{"calibantasks/status"}, Verbs: []string{"patch"}},
+	}, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns})
 	return clientAs(t, "system:serviceaccount:"+ns+":"+name, "system:serviceaccounts", "system:serviceaccounts:"+ns)
-}
-
-// applyStatusAs force-applies fields into a task's status through client,
-// as field manager "status-writer": a writer that takes over whatever it
-// names, as anyone with the verb can.
-func applyStatusAs(client calibanclient.Interface, ns, name string, status map[string]any) error {
-	body, err := json.Marshal(map[string]any{
-		"apiVersion": calibanv1alpha1.SchemeGroupVersion.String(),
-		"kind":       "CalibanTask",
-		"metadata":   map[string]any{"name": name},
-		"status":     status,
-	})
-	if err != nil {
-		return err
-	}
-	_, err = client.CalibanV1alpha1().CalibanTasks(ns).Patch(ctx, name, types.ApplyYAMLPatchType, body,
-		metav1.PatchOptions{FieldManager: "status-writer", Force: new(true)}, "status")
-	return err
 }
