@@ -41,12 +41,12 @@ func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
 		"on a cluster that serves the admission policies the defaults add the admission component": {
 			values: nil,
 			served: true,
-			want:   slices.Concat([]string{sa, deploy}, cluster, le, admission),
+			want:   slices.Concat([]string{sa, deploy}, cluster, le, pinKey, admission),
 		},
 		"admission.enabled false renders no admission object, also where it is served": {
 			values: map[string]any{"admission": map[string]any{"enabled": false}},
 			served: true,
-			want:   append(append([]string{sa, deploy}, cluster...), le...),
+			want:   slices.Concat([]string{sa, deploy}, cluster, le, pinKey),
 		},
 		"without leader election there is no leader-election Role": {
 			values: map[string]any{"leaderElection": map[string]any{"enabled": false}},
