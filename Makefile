@@ -15,6 +15,11 @@ FUZZ_SHORT ?= 20s
 FUZZTIME ?= 5m
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v -e /test/integration/ -e /test/faults)
 
+# Each phase of `make verify test` appends its time here (hack/phase.sh);
+# one file per make invocation, under the git-ignored .cache/.
+PHASE_LOG := $(CURDIR)/.cache/phases/$(shell date +%Y%m%dT%H%M%S)-$(shell echo $$PPID).log
+PHASE = hack/phase.sh $(PHASE_LOG)
+
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 IMAGE ?= ghcr.io/caliban-ai/caliban-operator:$(VERSION)
@@ -32,9 +37,15 @@ generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs (manifests/crds,
 
 .PHONY: verify
 verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod or a doc citing a missing file.
-	hack/verify-codegen.sh
+	$(PHASE) verify:codegen -- hack/verify-codegen.sh
+	$(PHASE) verify:checks -- $(MAKE) --no-print-directory verify-checks
+
+# The checks of verify other than the regeneration, timed as one phase.
+.PHONY: verify-checks
+verify-checks:
 	hack/verify-doc-refs_test.sh >/dev/null
 	hack/fuzz_test.sh >/dev/null
+	hack/phase_test.sh >/dev/null
 	hack/verify-doc-refs.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
@@ -46,21 +57,21 @@ verify: ## Fail on generated-code drift (regenerated with an empty module cache)
 
 .PHONY: tools
 tools: ## Build the local test bed's binaries and promtool into bin/ (about 16 minutes cold, seconds after).
-	hack/build-tools.sh
+	$(PHASE) tools -- hack/build-tools.sh
 
 # Phony, so that the script decides: it rebuilds only when
 # hack/tools/prometheus changed, and otherwise costs nothing.
 .PHONY: bin/promtool
 bin/promtool: ## Build Prometheus' promtool into bin/, for the alerting rules' unit tests (test/monitoring).
-	hack/build-tools.sh promtool
+	$(PHASE) tools:promtool -- hack/build-tools.sh promtool
 
 .PHONY: test-unit
 test-unit: bin/promtool ## Unit tests: builders, sync handlers, generated-artefact checks, the alerting rules (promtool).
-	$(GO) test -count=1 $(UNIT_PKGS)
+	$(PHASE) unit -- $(GO) test -count=1 $(UNIT_PKGS)
 
 .PHONY: test-integration
 test-integration: tools ## Integration tests against a real control plane (kwokctl), and the fault scenarios at their short sizes.
-	$(GO) test $(INTEGRATION_FLAGS) ./test/integration/... ./test/faults/...
+	$(PHASE) integration --per-package -- $(GO) test $(INTEGRATION_FLAGS) ./test/integration/... ./test/faults/...
 
 .PHONY: test-faults
 test-faults: tools ## The fault scenarios at full size (docs/reliability.md); each on a fresh cluster.
@@ -68,14 +79,15 @@ test-faults: tools ## The fault scenarios at full size (docs/reliability.md); ea
 
 .PHONY: test-fuzz
 test-fuzz: ## Every fuzz target for FUZZ_SHORT (20s) each, on top of its seed corpus.
-	FUZZTIME=$(FUZZ_SHORT) hack/fuzz.sh
+	$(PHASE) fuzz -- env FUZZTIME=$(FUZZ_SHORT) hack/fuzz.sh
 
 .PHONY: fuzz
 fuzz: ## Every fuzz target for FUZZTIME (5m) each.
 	FUZZTIME=$(FUZZTIME) hack/fuzz.sh
 
 .PHONY: test
-test: test-unit test-fuzz test-integration ## Unit tests, bounded fuzzing, integration tests and the short fault scenarios.
+test: test-unit test-fuzz test-integration ## Unit tests, bounded fuzzing, integration tests and the short fault scenarios; then how long each phase took.
+	@$(PHASE) --summary
 
 .PHONY: bench
 bench: tools ## Benchmark the operator on a fresh test cluster; writes test/bench/results/ (BENCH_N=1000; BENCH_AGENT_SANDBOX=real: through agent-sandbox's controller).
