@@ -24,7 +24,10 @@ if [[ ${1:-} == --summary ]]; then
   echo "Where the time went (docs/testing.md#where-the-time-goes):"
   awk '
     NF == 2 { phase[++n] = $1; secs[$1] = $2; total += $2 }
-    NF == 3 { rows[$1] = rows[$1] sprintf("    %-60s %7.1f s\n", $2, $3) }
+    # A package under its path in the module: "github.com/o/r/test/x" as
+    # "test/x".
+    NF == 3 { pkg = $2; if (pkg ~ /^[^\/]+\.[^\/]+\//) sub(/^[^\/]+\/[^\/]+\/[^\/]+\//, "", pkg)
+              rows[$1] = rows[$1] sprintf("    %-58s %7.1f s\n", pkg, $3) }
     END {
       for (i = 1; i <= n; i++) {
         printf "  %-62s %7.1f s\n", phase[i], secs[phase[i]]
