@@ -16,6 +16,10 @@ tools="${root}/hack/tools"
 mkdir -p "${bin}"
 
 stamp_of() { cat "$1/go.mod" "$1/go.sum" | sha256sum | cut -c1-16; }
+# Built binaries are kept per module stamp, tags and Go version outside the
+# clone, like Go's own build cache (docs/testing.md#where-the-time-goes).
+cache="${CALIBAN_TOOLS_CACHE:-${XDG_CACHE_HOME:-${HOME}/.cache}/caliban-operator/tools}"
+goversion=$(go env GOVERSION)
 
 declare -A pkgs=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
@@ -59,6 +63,15 @@ for name in "${names[@]}"; do
   if [[ -x "${bin}/${name}" && "$(cat "${bin}/.${name}.stamp" 2>/dev/null)" == "${stamp}" ]]; then
     continue
   fi
+  # A fresh clone on a machine that built this binary before (another
+  # clone, CI) takes it from the user's cache instead of relinking it.
+  cached="${cache}/${name}-$(printf '%s %s' "${stamp}" "${goversion}" | sha256sum | cut -c1-16)"
+  if [[ -x "${cached}" ]]; then
+    cp "${cached}" "${bin}/${name}.tmp"
+    mv "${bin}/${name}.tmp" "${bin}/${name}"
+    echo "${stamp}" > "${bin}/.${name}.stamp"
+    continue
+  fi
   echo "building ${name} (${pkgs[$name]}); a cold kube-apiserver build takes about ten minutes" >&2
   start=$(date +%s)
   flags=(-trimpath)
@@ -66,6 +79,8 @@ for name in "${names[@]}"; do
     flags+=(-tags "${tags[$name]}")
   fi
   (cd "${module}" && CGO_ENABLED=0 go build "${flags[@]}" -o "${bin}/${name}.tmp" "${pkgs[$name]}")
+  mkdir -p "${cache}"
+  cp "${bin}/${name}.tmp" "${cached}.tmp.$$" && mv "${cached}.tmp.$$" "${cached}"
   mv "${bin}/${name}.tmp" "${bin}/${name}"
   echo "${stamp}" > "${bin}/.${name}.stamp"
   echo "built ${name} in $(( $(date +%s) - start ))s" >&2
