@@ -5,7 +5,9 @@
 # agent-sandbox's controller from hack/tools/agent-sandbox, and Prometheus'
 # promtool (for the alerting rules' unit tests) from hack/tools/prometheus,
 # into bin/. A binary is rebuilt only when its module's go.mod or go.sum (or
-# its build tags) changed since it was built, so repeated runs cost nothing.
+# its build tags) changed since it was built, so repeated runs cost nothing;
+# a fresh clone copies what another clone on the machine built from the
+# user's cache (CALIBAN_TOOLS_CACHE, default ~/.cache/caliban-operator/tools).
 #
 # Usage: hack/build-tools.sh [NAME...]   (default: every binary)
 set -euo pipefail
