@@ -47,7 +47,7 @@ func SignPin(key []byte, uid types.UID, pin *calibanv1alpha1.ResolvedWorkspace) 
 // applies them to what the operator sends, and the signature must verify
 // on what it stores. Nothing else is normalised, so every difference in
 // meaning (an empty enabledPlugins list against none) is a difference in
-// the signature. test/crds checks that these are all the schema's defaults.
+// the signature. test/codegen checks that these are all the schema's defaults.
 func canonicalPin(pin *calibanv1alpha1.ResolvedWorkspace) []byte {
 	if pin != nil {
 		pin = pin.DeepCopy()
