@@ -133,7 +133,7 @@ func newBed(t *testing.T, ctx context.Context, opts framework.Options) *bed {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("cluster %s logs: %s", c.Name, c.LogsDir)
+			t.Logf("cluster %s logs: %s", c.Name, c.KeepLogs())
 		}
 		if err := c.Delete(); err != nil {
 			t.Error(err)

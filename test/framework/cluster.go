@@ -121,7 +121,7 @@ func StartWithOptions(ctx context.Context, opts Options) (*Cluster, error) {
 	c.Kubeconfig = filepath.Join(c.tempDir, "kubeconfig")
 
 	if err := c.create(ctx); err != nil {
-		err = fmt.Errorf("%w\ncomponent logs: %s", err, c.LogsDir)
+		err = fmt.Errorf("%w\ncomponent logs: %s", err, c.KeepLogs())
 		if derr := c.Delete(); derr != nil {
 			err = fmt.Errorf("%w\ndeleting the cluster: %v", err, derr)
 		}
@@ -231,6 +231,17 @@ func (c *Cluster) Delete() error {
 		return fmt.Errorf("kwokctl delete cluster --name %s: %w\n%s", c.Name, err, out)
 	}
 	return nil
+}
+
+// KeepLogs copies the component logs out of the cluster's directory, which
+// Delete removes, and returns where they are now: after a failure they are
+// what says why.
+func (c *Cluster) KeepLogs() string {
+	dst := filepath.Join(os.TempDir(), "caliban-it-logs", c.Name)
+	if err := os.CopyFS(dst, os.DirFS(c.LogsDir)); err != nil {
+		return fmt.Sprintf("%s (deleted with the cluster; copying them to %s failed: %v)", c.LogsDir, dst, err)
+	}
+	return dst
 }
 
 func (c *Cluster) kwokctl(ctx context.Context, args ...string) ([]byte, error) {

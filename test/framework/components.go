@@ -21,8 +21,9 @@ import (
 
 // Component names as kwokctl's binary runtime knows them.
 const (
-	KubeAPIServer = "kube-apiserver"
-	Etcd          = "etcd"
+	KubeAPIServer  = "kube-apiserver"
+	Etcd           = "etcd"
+	KwokController = "kwok-controller"
 )
 
 // stoppedComponent is what StartComponent needs to run a component again.

@@ -94,5 +94,10 @@ func run(m *testing.M, c **Cluster, teardown func(), opts Options) int {
 			defer timer.Stop()
 		}
 	}
-	return m.Run()
+	code := m.Run()
+	if code != 0 {
+		// Deleting the cluster removes its logs.
+		fmt.Fprintf(os.Stderr, "tests failed: the logs of cluster %s are kept in %s\n", cluster.Name, cluster.KeepLogs())
+	}
+	return code
 }

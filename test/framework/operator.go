@@ -93,6 +93,25 @@ func (p *Operator) Readyz() (int, string, error) {
 	return resp.StatusCode, string(body), err
 }
 
+// Metrics scrapes the process's /metrics and parses it (see ParseMetrics
+// for families).
+func (p *Operator) Metrics(families ...string) (Metrics, error) {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get("http://" + p.MetricsAddr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %d %s", resp.StatusCode, body)
+	}
+	return ParseMetrics(string(body), families...)
+}
+
 // Exited reports whether the process has ended.
 func (p *Operator) Exited() bool {
 	select {

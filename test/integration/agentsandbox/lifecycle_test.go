@@ -12,6 +12,7 @@ import (
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
+	calibanoperator "github.com/caliban-ai/caliban-operator/pkg/operator"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -28,16 +29,13 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 
 	createTask(t, ns, "life")
 	createTask(t, ns, "done")
-	createTask(t, ns, "late", func(spec *calibanv1alpha1.CalibanTaskSpec) {
-		deadline := int32(60)
-		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{ActiveDeadlineSeconds: &deadline}
-	})
+	createTask(t, ns, "late")
 	createTask(t, ns, "drained", func(spec *calibanv1alpha1.CalibanTaskSpec) {
 		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{OnDelete: calibanv1alpha1.OnDeleteCheckpoint}
 	})
 
 	// Created: Running on a real pod, with its claim bound and its Service.
-	for _, name := range []string{"life", "done", "drained"} {
+	for _, name := range []string{"life", "done", "drained", "late"} {
 		task := waitForPhase(t, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning)
 		want := fmt.Sprintf("%s.%s.svc.cluster.local:8443", builders.SandboxName(name), ns)
 		if task.Status.CalibandEndpoint != want {
@@ -85,7 +83,12 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 	waitForNoPod(t, ns, "done")
 	claim(t, ns, "done")
 
-	// The deadline fails the task once its pod is gone.
+	// The deadline fails the task once its pod is gone. Set on the running
+	// task, it has passed already: a deadline set at creation would have
+	// to outlast a real start, and the test would wait for it.
+	updateTask(t, ns, "late", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{ActiveDeadlineSeconds: new(int32(1))}
+	})
 	late := waitForPhase(t, ns, "late", calibanv1alpha1.TaskFailed, builders.ReasonDeadlineExceeded)
 	if p := pod(t, ns, "late"); p != nil && p.DeletionTimestamp == nil {
 		t.Errorf("task late is Failed %s while its pod %s still runs", builders.ReasonDeadlineExceeded, p.Name)
@@ -172,7 +175,9 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 	}
 
 	const newImage = "ghcr.io/caliban-ai/caliban:v2"
-	second := startOperator(t, "after", ns, config.EnvWorkspaceStorage+"=20Gi", config.EnvCalibandImage+"="+newImage)
+	// Resyncs every second, so that each task is synced again and again.
+	second := startOperator(t, "after", ns, config.EnvWorkspaceStorage+"=20Gi", config.EnvCalibandImage+"="+newImage,
+		config.EnvResyncSeconds+"=1")
 	framework.Eventually(t, time.Minute, func() error {
 		code, body, err := second.Readyz()
 		if err != nil || code != 200 {
@@ -180,8 +185,19 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 		}
 		return nil
 	})
-	// Long enough for every task to be synced several times over.
-	time.Sleep(10 * time.Second)
+	// Until every task was synced three times over: what the operator
+	// would write, it writes on the first.
+	framework.Eventually(t, time.Minute, func() error {
+		m, err := second.Metrics("caliban_controller_syncs_total")
+		if err != nil {
+			return err
+		}
+		want := float64(3 * len(old))
+		if n, _ := m.Sum("caliban_controller_syncs_total", map[string]string{"controller": calibanoperator.TaskControllerName, "result": "success"}); n < want {
+			return fmt.Errorf("the restarted operator ran %v successful task syncs, want at least %v", n, want)
+		}
+		return nil
+	})
 	for _, name := range old {
 		if task := getTask(t, ns, name); task.Status.Phase != calibanv1alpha1.TaskRunning {
 			t.Errorf("after the restart task %s is %s, want Running", name, task.Status.Phase)

@@ -177,10 +177,15 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 			return n
 		}
 		syncsBefore := syncs()
-		// Give resyncs and the operator's discovery polls time to happen;
-		// meanwhile the task keeps waiting and the operator keeps running.
-		deadline := time.Now().Add(15 * time.Second)
-		for time.Now().Before(deadline) {
+		// Until the task was synced four more times (resyncs, and the
+		// operator's discovery polls meanwhile), the task keeps waiting and
+		// the operator keeps running; then there is still one Event.
+		const resyncs = 4
+		deadline := time.Now().Add(settleTimeout)
+		for syncs()-syncsBefore < resyncs {
+			if time.Now().After(deadline) {
+				t.Fatalf("the task was synced %v times in %s with a resync period of %s, want at least %d", syncs()-syncsBefore, settleTimeout, resyncPeriod, resyncs)
+			}
 			if err := op.running(); err != nil {
 				t.Fatal(err)
 			}
@@ -192,11 +197,6 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 				t.Fatalf("while the Sandbox API is missing: %v (status %+v)", err, task.Status)
 			}
 			time.Sleep(500 * time.Millisecond)
-		}
-		if n := syncs() - syncsBefore; n < 3 {
-			t.Errorf("the task was synced %v times in 15 s with a resync period of %s, want at least 3", n, resyncPeriod)
-		} else {
-			t.Logf("the waiting task was synced %v times in 15 s", n)
 		}
 		events, err := apiUnavailable()
 		if err != nil {

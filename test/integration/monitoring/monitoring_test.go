@@ -3,7 +3,6 @@ package monitoring_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -56,7 +55,7 @@ func TestEverySeriesTheAlertsAndTheDashboardReadIsExported(t *testing.T) {
 	unfreeze := cluster.FreezeSandboxes(t, ns, 30*time.Second)
 	cluster.CreateDemoTask(t, ns, "task", "ws")
 	framework.Eventually(t, time.Minute, func() error {
-		m, err := scrape(op)
+		m, err := op.Metrics()
 		if err != nil {
 			return err
 		}
@@ -71,7 +70,7 @@ func TestEverySeriesTheAlertsAndTheDashboardReadIsExported(t *testing.T) {
 	var missing []string
 	deadline := time.Now().Add(exportedWithin)
 	for {
-		m, err := scrape(op)
+		m, err := op.Metrics()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -158,21 +157,4 @@ func waitServing(op *framework.Operator) bool {
 		}
 	}
 	return false
-}
-
-func scrape(op *framework.Operator) (framework.Metrics, error) {
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get("http://" + op.MetricsAddr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %d %s", resp.StatusCode, body)
-	}
-	return framework.ParseMetrics(string(body))
 }

@@ -3,9 +3,7 @@ package tracing_test
 import (
 	"context"
 	"fmt"
-	"io"
 	"maps"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -60,16 +58,7 @@ func startOperator(t *testing.T, name, ns string, env ...string) *framework.Oper
 // syncs is how many syncs of controller the operator has run, from its
 // /metrics.
 func syncs(p *framework.Operator, controller string) (float64, error) {
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + p.MetricsAddr + "/metrics")
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	m, err := framework.ParseMetrics(string(body), "caliban_controller_syncs_total")
+	m, err := p.Metrics("caliban_controller_syncs_total")
 	if err != nil {
 		return 0, err
 	}

@@ -50,7 +50,7 @@ func TestTheCurrentBuildTakesOverThePreviousReleasesTasksWithoutRecreatingOrRewr
 	releaseTasksAtEnd(t, ns)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("cluster logs (the audit log is audit.log): %s", cluster.LogsDir)
+			t.Logf("cluster logs (the audit log is audit.log): %s", cluster.KeepLogs())
 		}
 	})
 
