@@ -152,8 +152,8 @@ func (c *Cluster) create(ctx context.Context) error {
 		}
 		args = append(args, "--kube-audit-policy", policy)
 	}
-	if out, err := c.kwokctl(ctx, args...); err != nil {
-		return fmt.Errorf("kwokctl create cluster: %w\n%s", err, out)
+	if err := c.createLocked(ctx, args); err != nil {
+		return err
 	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
@@ -195,6 +195,30 @@ func (c *Cluster) create(ctx context.Context) error {
 	// the resource's OpenAPI v3, which lags behind the CRD's Established
 	// condition; SyncStages waits for it.
 	return c.SyncStages(ctx)
+}
+
+// createLocked runs `kwokctl create cluster` while no other process of the
+// machine does. kwokctl picks each component's port as the highest free one
+// below 32768 that no cluster in its work directory is configured with, and
+// records its own choice only once it has made them all: two clusters
+// created at once (test packages run two at a time) chose the same ports,
+// and one cluster's clients reached the other's apiserver.
+func (c *Cluster) createLocked(ctx context.Context, args []string) error {
+	if err := os.MkdirAll(workDir(), 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(workDir(), "caliban-it-create.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = lock.Close() }() // closing releases the lock
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	if out, err := c.kwokctl(ctx, args...); err != nil {
+		return fmt.Errorf("kwokctl create cluster: %w\n%s", err, out)
+	}
+	return nil
 }
 
 // waitForDefaultServiceAccount waits until the controller-manager is doing
