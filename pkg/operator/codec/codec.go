@@ -63,16 +63,18 @@ members:
 			return kjson.DefaultMetaFactory.Interpret(data)
 		}
 		envelope = i == 0 && key == "type"
-		var s string
-		if v.Kind() == '"' {
-			s = v.String()
-		}
 		// Matched like encoding/json matches them, ignoring case.
+		isVersion, isKind := strings.EqualFold(key, "apiVersion"), strings.EqualFold(key, "kind")
+		if (isVersion || isKind) && v.Kind() != '"' {
+			// A number, a bool or null: encoding/json refuses the first
+			// two and skips the last; client-go's answer is the answer.
+			return kjson.DefaultMetaFactory.Interpret(data)
+		}
 		switch {
-		case strings.EqualFold(key, "apiVersion"):
-			apiVersion = s
-		case strings.EqualFold(key, "kind"):
-			kind = s
+		case isVersion:
+			apiVersion = v.String()
+		case isKind:
+			kind = v.String()
 		}
 	}
 	gv, err := schema.ParseGroupVersion(apiVersion)
