@@ -47,9 +47,25 @@ declare -A tags=([promtool]=remove_all_sd)
 
 names=("$@")
 if [[ ${#names[@]} -eq 0 ]]; then
-  # Cheap ones first so a failure in the module graph shows up in seconds.
   names=(kwokctl kwok promtool agent-sandbox-controller etcd kubectl kube-scheduler kube-controller-manager kube-apiserver)
 fi
+
+# go build names a main package's binary after the last element of its
+# import path, or the one before a major-version suffix (etcd's .../server/v3).
+go_binary_name() {
+  local base
+  base=$(basename "$1")
+  if [[ ${base} =~ ^v[0-9]+$ ]]; then
+    base=$(basename "$(dirname "$1")")
+  fi
+  echo "${base}"
+}
+
+# What is neither in bin/ nor in the user's cache is built, one `go build`
+# per module and tags for all its binaries: the compiler keeps both cores
+# busy while one binary links, which a build per binary leaves half idle.
+declare -A groups=()   # "module|tags" -> names
+declare -A stamps=() cached_paths=()
 for name in "${names[@]}"; do
   if [[ -z "${pkgs[$name]:-}" ]]; then
     echo "build-tools: no binary named ${name}; known: ${!pkgs[*]}" >&2
@@ -65,25 +81,47 @@ for name in "${names[@]}"; do
   if [[ -x "${bin}/${name}" && "$(cat "${bin}/.${name}.stamp" 2>/dev/null)" == "${stamp}" ]]; then
     continue
   fi
+  stamps[$name]=${stamp}
+  cached_paths[$name]="${cache}/${name}-$(printf '%s %s' "${stamp}" "${goversion}" | sha256sum | cut -c1-16)"
   # A fresh clone on a machine that built this binary before (another
   # clone, CI) takes it from the user's cache instead of relinking it.
-  cached="${cache}/${name}-$(printf '%s %s' "${stamp}" "${goversion}" | sha256sum | cut -c1-16)"
-  if [[ -x "${cached}" ]]; then
-    cp "${cached}" "${bin}/${name}.tmp"
+  if [[ -x "${cached_paths[$name]}" ]]; then
+    cp "${cached_paths[$name]}" "${bin}/${name}.tmp"
     mv "${bin}/${name}.tmp" "${bin}/${name}"
     echo "${stamp}" > "${bin}/.${name}.stamp"
     continue
   fi
-  echo "building ${name} (${pkgs[$name]}); a cold kube-apiserver build takes about ten minutes" >&2
+  key="${module}|${tags[$name]:-}"
+  groups[$key]="${groups[$key]:-} ${name}"
+done
+
+for key in "${!groups[@]}"; do
+  module=${key%%|*}
+  group_tags=${key#*|}
+  read -r -a group <<<"${groups[$key]}"
+  targets=()
+  for name in "${group[@]}"; do
+    targets+=("${pkgs[$name]}")
+  done
+  note=""
+  if [[ " ${group[*]} " == *" kube-apiserver "* ]]; then
+    note="; cold, this takes about a quarter of an hour"
+  fi
+  echo "building ${group[*]} (${targets[*]})${note}" >&2
   start=$(date +%s)
   flags=(-trimpath)
-  if [[ -n "${tags[$name]:-}" ]]; then
-    flags+=(-tags "${tags[$name]}")
+  if [[ -n "${group_tags}" ]]; then
+    flags+=(-tags "${group_tags}")
   fi
-  (cd "${module}" && CGO_ENABLED=0 go build "${flags[@]}" -o "${bin}/${name}.tmp" "${pkgs[$name]}")
+  out=$(mktemp -d "${bin}/.build.XXXXXX")
+  (cd "${module}" && CGO_ENABLED=0 go build "${flags[@]}" -o "${out}/" "${targets[@]}") || { rm -rf "${out}"; exit 1; }
   mkdir -p "${cache}"
-  cp "${bin}/${name}.tmp" "${cached}.tmp.$$" && mv "${cached}.tmp.$$" "${cached}"
-  mv "${bin}/${name}.tmp" "${bin}/${name}"
-  echo "${stamp}" > "${bin}/.${name}.stamp"
-  echo "built ${name} in $(( $(date +%s) - start ))s" >&2
+  for name in "${group[@]}"; do
+    built="${out}/$(go_binary_name "${pkgs[$name]}")"
+    cp "${built}" "${cached_paths[$name]}.tmp.$$" && mv "${cached_paths[$name]}.tmp.$$" "${cached_paths[$name]}"
+    mv "${built}" "${bin}/${name}"
+    echo "${stamps[$name]}" > "${bin}/.${name}.stamp"
+  done
+  rm -rf "${out}"
+  echo "built ${group[*]} in $(( $(date +%s) - start ))s" >&2
 done
