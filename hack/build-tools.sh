@@ -109,7 +109,10 @@ for key in "${!groups[@]}"; do
   fi
   echo "building ${group[*]} (${targets[*]})${note}" >&2
   start=$(date +%s)
-  flags=(-trimpath)
+  # -s -w: no symbol table or DWARF, which nobody debugs the test bed with
+  # and which take most of a link (kube-apiserver: 14 s with, 4 s without).
+  # Not part of the stamp: a binary built with them works like one without.
+  flags=(-trimpath -ldflags=-s\ -w)
   if [[ -n "${group_tags}" ]]; then
     flags+=(-tags "${group_tags}")
   fi
