@@ -164,9 +164,9 @@ func (c *Cluster) SyncStages(ctx context.Context) error {
 }
 
 // touchUntilPlayed touches the Stages, then proves that kwok plays them: a
-// probe Sandbox must turn Ready. On a loaded machine kwok has missed the
-// touch as well, and once (two test packages at a time) four touches in a
-// row. So the touch is tried once, and from then on kwok's controller is
+// probe Sandbox must turn Ready. On a loaded machine kwok has once missed
+// the touch as well (a benchmark's Sandboxes stayed not ready for good).
+// So the touch is tried once, and from then on kwok's controller is
 // restarted before each touch: a fresh kwok reads the Stages and the
 // apiserver's discovery as they are now, with nothing cached from before
 // the CRD was served. It gives up after two minutes.
