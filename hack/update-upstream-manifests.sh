@@ -4,6 +4,9 @@
 #   test/crds/agents.x-k8s.io_sandboxes.yaml  agent-sandbox's own Sandbox CRD
 #       (hack/tools/agent-sandbox): its schema and CEL rules, such as
 #       "volumeClaimTemplates is immutable", exactly as that release serves them;
+#   test/crds/extensions/  the CRDs of its extensions API (SandboxTemplate,
+#       SandboxWarmPool, SandboxClaim), which only clusters running the real
+#       controller install;
 #   test/stages/kwok/  kwok's node and pod Stages (hack/tools): with Stages
 #       read as objects kwok has no built-in ones, and the real agent-sandbox
 #       controller needs nodes that become Ready and pods that run.
@@ -29,6 +32,9 @@ sandbox=$(module_dir "${ROOT}/hack/tools/agent-sandbox" sigs.k8s.io/agent-sandbo
 mkdir -p "${ROOT}/test/crds"
 rm -f "${ROOT}"/test/crds/agents.x-k8s.io_*.yaml
 install -m 0644 "${sandbox}/k8s/crds/agents.x-k8s.io_sandboxes.yaml" "${ROOT}/test/crds/"
+rm -rf "${ROOT}/test/crds/extensions"
+mkdir -p "${ROOT}/test/crds/extensions"
+install -m 0644 "${sandbox}"/k8s/crds/extensions.agents.x-k8s.io_*.yaml "${ROOT}/test/crds/extensions/"
 
 kwok=$(module_dir "${ROOT}/hack/tools" sigs.k8s.io/kwok)
 rm -rf "${ROOT}/test/stages/kwok"

@@ -27,13 +27,18 @@ const realNodes = 3
 
 // startAgentSandbox makes a cluster run the real agent-sandbox: kwok's node
 // and pod Stages (test/stages/kwok, copied from the kwok module), kwok
-// nodes, and agent-sandbox's controller (bin/agent-sandbox-controller,
-// built from the pinned module) as a process of the test, logging into
-// LogsDir. The Sandbox CRD is already installed.
+// nodes, the CRDs of its extensions API (test/crds/extensions: templates,
+// warm pools, claims), and agent-sandbox's controller
+// (bin/agent-sandbox-controller, built from the pinned module) with its
+// extensions on, as a process of the test, logging into LogsDir. The
+// Sandbox CRD is already installed.
 func (c *Cluster) startAgentSandbox(ctx context.Context) error {
 	bin := filepath.Join(c.bin, AgentSandboxController)
 	if _, err := os.Stat(bin); err != nil {
 		return fmt.Errorf("test bed binary %s is missing: run `make tools` (it builds it from hack/tools/agent-sandbox)", bin)
+	}
+	if err := c.InstallCRDs(ctx, filepath.Join(c.Root, "test", "crds", "extensions")); err != nil {
+		return err
 	}
 	stages, err := ReadManifests(filepath.Join(c.Root, "test", "stages", "kwok"))
 	if err != nil {
@@ -60,6 +65,7 @@ func (c *Cluster) startAgentSandbox(ctx context.Context) error {
 	// Only flags v1.0 knows: it refuses to start on the removed webhook ones.
 	cmd := exec.Command(bin,
 		"--kubeconfig", c.Kubeconfig,
+		"--extensions",
 		"--leader-elect=false",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",

@@ -33,8 +33,9 @@ type Options struct {
 	AuditOperator bool
 
 	// RealAgentSandbox runs agent-sandbox's own controller (v1.0.3, built
-	// by `make tools` from hack/tools/agent-sandbox) instead of the kwok
-	// Stages that play it: it makes real Pods (Running and Ready on kwok
+	// by `make tools` from hack/tools/agent-sandbox), with its extensions
+	// API (warm pools) and their CRDs, instead of the kwok Stages that play
+	// it: it makes real Pods (Running and Ready on kwok
 	// nodes), headless Services and PersistentVolumeClaims, which bind to
 	// volumes the test provides (ProvideVolumes). Slower than the stand-in:
 	// a Sandbox is Ready once its claim is bound and its pod scheduled.
