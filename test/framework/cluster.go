@@ -63,6 +63,8 @@ type Cluster struct {
 	// stopped are the components StopComponent stopped, by name.
 	stoppedMu sync.Mutex
 	stopped   map[string]stoppedComponent
+	// portsLock is lockPorts' lock, held while a component is stopped.
+	portsLock *os.File
 	// agentSandbox is agent-sandbox's controller, with Options.RealAgentSandbox.
 	agentSandbox       *exec.Cmd
 	agentSandboxExited chan struct{}
@@ -204,21 +206,37 @@ func (c *Cluster) create(ctx context.Context) error {
 // created at once (test packages run two at a time) chose the same ports,
 // and one cluster's clients reached the other's apiserver.
 func (c *Cluster) createLocked(ctx context.Context, args []string) error {
-	if err := os.MkdirAll(workDir(), 0o755); err != nil {
-		return err
-	}
-	lock, err := os.OpenFile(filepath.Join(workDir(), "caliban-it-create.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := lockPorts()
 	if err != nil {
 		return err
 	}
 	defer func() { _ = lock.Close() }() // closing releases the lock
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		return fmt.Errorf("locking %s: %w", lock.Name(), err)
-	}
 	if out, err := c.kwokctl(ctx, args...); err != nil {
 		return fmt.Errorf("kwokctl create cluster: %w\n%s", err, out)
 	}
 	return nil
+}
+
+// lockPorts takes the machine's lock on kwokctl's ports, waiting for it;
+// closing the file releases it. kwokctl's binary runtime records no port as
+// used by a cluster: it only tries to bind each candidate. So the lock is
+// held while a cluster is created, and also while one of a cluster's
+// components is stopped (StopComponent until StartComponent), whose port
+// would otherwise look free to a cluster created meanwhile. A process must
+// not create a cluster while it holds the lock for a stopped component.
+func lockPorts() (*os.File, error) {
+	if err := os.MkdirAll(workDir(), 0o755); err != nil {
+		return nil, err
+	}
+	lock, err := os.OpenFile(filepath.Join(workDir(), "caliban-it-create.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		_ = lock.Close()
+		return nil, fmt.Errorf("locking %s: %w", lock.Name(), err)
+	}
+	return lock, nil
 }
 
 // waitForDefaultServiceAccount waits until the controller-manager is doing
@@ -245,6 +263,12 @@ func (c *Cluster) Delete() error {
 		return nil
 	}
 	c.stopAgentSandbox()
+	c.stoppedMu.Lock()
+	if c.portsLock != nil {
+		_ = c.portsLock.Close()
+		c.portsLock = nil
+	}
+	c.stoppedMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	out, err := c.kwokctl(ctx, "delete", "cluster", "--name", c.Name)

@@ -57,6 +57,16 @@ func (c *Cluster) StopComponent(component string, grace time.Duration) (time.Dur
 	}
 	argv := strings.Split(strings.TrimRight(string(cmdline), "\x00"), "\x00")
 
+	// Its port must not go to a cluster created while it is down.
+	c.stoppedMu.Lock()
+	if c.portsLock == nil {
+		if c.portsLock, err = lockPorts(); err != nil {
+			c.stoppedMu.Unlock()
+			return 0, err
+		}
+	}
+	c.stoppedMu.Unlock()
+
 	start := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		return 0, fmt.Errorf("component %s (pid %d): %w", component, pid, err)
@@ -107,7 +117,16 @@ func (c *Cluster) StartComponent(ctx context.Context, component string) error {
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)), 0o644); err != nil {
 		return err
 	}
-	return c.WaitReady(ctx, 2*time.Minute)
+	err = c.WaitReady(ctx, 2*time.Minute)
+	// Serving again, or given up on: either way other clusters may be
+	// created once no component of this one is down.
+	c.stoppedMu.Lock()
+	if len(c.stopped) == 0 && c.portsLock != nil {
+		_ = c.portsLock.Close()
+		c.portsLock = nil
+	}
+	c.stoppedMu.Unlock()
+	return err
 }
 
 // WaitReady waits until the apiserver answers /readyz with ok, which
