@@ -67,6 +67,16 @@ func TestTheOperatorReportsThroughEventsAndMetrics(t *testing.T) {
 			spec.Providers[0].Name = provider
 			spec.Providers[0].CredentialsRef.SecretName = "no-such-secret"
 		})
+		// Once the operator has written the workspace's status it has it
+		// in its cache, so the task's first failure is the long one, not
+		// "Workspace not found" (which once came first, with the same
+		// reason).
+		waitForWorkspace(t, ns, "long", settleTimeout, func(ws *calibanv1alpha1.Workspace) error {
+			if ws.Status.ObservedGeneration != 1 {
+				return fmt.Errorf("the operator has not written the workspace's status (observedGeneration %d)", ws.Status.ObservedGeneration)
+			}
+			return nil
+		})
 		createTask(t, ns, "long-failure", "long")
 		task := waitForTask(t, ns, "long-failure", settleTimeout, failedNaming(builders.ReasonWorkspaceUnresolved, provider))
 		e := waitForEvent(t, ns, "long-failure", corev1.EventTypeWarning, builders.ReasonWorkspaceUnresolved, nil)
