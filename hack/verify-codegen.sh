@@ -38,24 +38,19 @@ tar -C "${ROOT}" --exclude=./.git --exclude=./bin -cf - . | tar -C "${scratch}" 
 
 # -modcacherw leaves the downloaded modules writable so the trap can remove
 # them. The build cache stays shared: it only makes the run faster.
+modcache_env=()
+how="with the module cache at hand: this install recipe passed with an empty one before (${record})"
 if [[ ${empty} == true ]]; then
-  if ! GOMODCACHE="${modcache}" GOFLAGS="${GOFLAGS:+${GOFLAGS} }-modcacherw" \
-      "${scratch}/hack/update-codegen.sh" >"${scratch}.log" 2>&1; then
-    cat "${scratch}.log" >&2
-    rm -f "${scratch}.log"
-    echo "hack/update-codegen.sh failed with an empty module cache (GOMODCACHE=${modcache})" >&2
-    exit 1
-  fi
-  echo "regenerated with an empty module cache"
-else
-  if ! "${scratch}/hack/update-codegen.sh" >"${scratch}.log" 2>&1; then
-    cat "${scratch}.log" >&2
-    rm -f "${scratch}.log"
-    echo "hack/update-codegen.sh failed" >&2
-    exit 1
-  fi
-  echo "regenerated with the module cache at hand: this install recipe passed with an empty one before (${record})"
+  modcache_env=(GOMODCACHE="${modcache}" GOFLAGS="${GOFLAGS:+${GOFLAGS} }-modcacherw")
+  how="with an empty module cache (GOMODCACHE=${modcache})"
 fi
+if ! env "${modcache_env[@]}" "${scratch}/hack/update-codegen.sh" >"${scratch}.log" 2>&1; then
+  cat "${scratch}.log" >&2
+  rm -f "${scratch}.log"
+  echo "hack/update-codegen.sh failed, run ${how}" >&2
+  exit 1
+fi
+echo "regenerated ${how}"
 rm -f "${scratch}.log"
 
 status=0

@@ -199,10 +199,7 @@ func (c *Cluster) create(ctx context.Context) error {
 	return c.SyncStages(ctx)
 }
 
-// createLocked runs `kwokctl create cluster` while no other process of the
-// machine does. kwokctl picks each component's port as the highest free one
-// below 32768 that no cluster in its work directory is configured with, and
-// records its own choice only once it has made them all: two clusters
+// createLocked runs `kwokctl create cluster` under lockPorts: two clusters
 // created at once (test packages run two at a time) chose the same ports,
 // and one cluster's clients reached the other's apiserver.
 func (c *Cluster) createLocked(ctx context.Context, args []string) error {

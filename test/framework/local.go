@@ -212,7 +212,7 @@ func (c *Cluster) touchUntilPlayed(ctx context.Context, stages []*unstructured.U
 		deadline := time.Now().Add(10 * time.Second)
 		for time.Now().Before(deadline) {
 			got, err := probes.Get(ctx, probe.GetName(), metav1.GetOptions{})
-			if err == nil && sandboxReady(got) {
+			if err == nil && ConditionTrue(got, "Ready") {
 				return nil
 			}
 			select {
@@ -235,11 +235,12 @@ func (c *Cluster) restartKwok(ctx context.Context) error {
 
 var sandboxResource = schema.GroupVersionResource{Group: "agents.x-k8s.io", Version: "v1beta1", Resource: "sandboxes"}
 
-func sandboxReady(u *unstructured.Unstructured) bool {
+// ConditionTrue reports whether the object's status has condition typ with
+// status True, for kinds the tests read as unstructured (agent-sandbox's).
+func ConditionTrue(u *unstructured.Unstructured, typ string) bool {
 	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, c := range conds {
-		m, _ := c.(map[string]any)
-		if m["type"] == "Ready" && m["status"] == "True" {
+		if m, ok := c.(map[string]any); ok && m["type"] == typ && m["status"] == "True" {
 			return true
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // observer records, from one watch on CalibanTasks and one on Sandboxes in
@@ -108,7 +109,7 @@ func (b *bench) observe(ctx context.Context, ns string) (*observer, error) {
 				o.created[u.GetName()] = now
 			}
 			_, seen := o.ready[u.GetName()]
-			switch ready := sandboxReady(u); {
+			switch ready := framework.ConditionTrue(u, "Ready"); {
 			case !seen && ready:
 				o.ready[u.GetName()] = now
 			case seen && !ready && ev.Type != watch.Deleted:
@@ -123,18 +124,6 @@ func (b *bench) observe(ctx context.Context, ns string) (*observer, error) {
 		sw.Stop()
 	}()
 	return o, nil
-}
-
-// sandboxReady: the Sandbox's Ready condition is True.
-func sandboxReady(u *unstructured.Unstructured) bool {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	for _, c := range conds {
-		m, ok := c.(map[string]any)
-		if ok && m["type"] == "Ready" && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
 }
 
 // waitRunning waits until every named task has been seen Running, and

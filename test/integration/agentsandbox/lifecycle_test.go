@@ -9,7 +9,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanoperator "github.com/caliban-ai/caliban-operator/pkg/operator"
@@ -114,7 +113,7 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 	})
 	sbx := builders.SandboxName("drained")
 	gone(t, "its Sandbox", func() error {
-		_, err := cluster.Dynamic.Resource(sandboxv1beta1.SchemeGroupVersion.WithResource(builders.SandboxResource)).Namespace(ns).Get(ctx, sbx, metav1.GetOptions{})
+		_, err := cluster.Dynamic.Resource(sandboxGVR).Namespace(ns).Get(ctx, sbx, metav1.GetOptions{})
 		return err
 	})
 	gone(t, "its pod", func() error {
@@ -250,7 +249,7 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 
 func sandboxGeneration(t *testing.T, ns, task string) int64 {
 	t.Helper()
-	sb, err := cluster.Dynamic.Resource(sandboxv1beta1.SchemeGroupVersion.WithResource(builders.SandboxResource)).
+	sb, err := cluster.Dynamic.Resource(sandboxGVR).
 		Namespace(ns).Get(ctx, builders.SandboxName(task), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return 0

@@ -83,7 +83,7 @@ func TestTheBedServesAClaimFromAWarmPool(t *testing.T) {
 		if name, _, _ := unstructured.NestedString(got.Object, "status", "sandbox", "name"); name != warm {
 			return fmt.Errorf("the claim has Sandbox %q, want the pool's %q", name, warm)
 		}
-		if !conditionTrue(got, "Ready") {
+		if !framework.ConditionTrue(got, "Ready") {
 			return fmt.Errorf("the claim is not Ready: %v", got.Object["status"])
 		}
 		return nil
@@ -99,15 +99,4 @@ func TestTheBedServesAClaimFromAWarmPool(t *testing.T) {
 	if owner == nil || owner.Kind != "SandboxClaim" || owner.Name != "claim" {
 		t.Errorf("the adopted Sandbox is controlled by %+v, want the claim", owner)
 	}
-}
-
-// conditionTrue reports whether obj's status has condition typ True.
-func conditionTrue(obj *unstructured.Unstructured, typ string) bool {
-	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
-	for _, c := range conds {
-		if m, ok := c.(map[string]any); ok && m["type"] == typ && m["status"] == "True" {
-			return true
-		}
-	}
-	return false
 }
