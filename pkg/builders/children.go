@@ -33,7 +33,13 @@ func BuildServiceAccount(task *calibanv1alpha1.CalibanTask) *corev1ac.ServiceAcc
 // egress to the cluster's DNS, plus everything but link-local (no workspace
 // egress) or the pinned allow-list, less link-local.
 func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *networkingv1ac.NetworkPolicyApplyConfiguration {
-	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	return networkPolicy(task, pin, s, metav1ac.LabelSelector().WithMatchLabels(TaskLabels(task)))
+}
+
+// networkPolicy is the task's NetworkPolicy for the pod pods selects: the
+// task's own, or the one a warm pool handed over (BuildWarmNetworkPolicy).
+func networkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings, pods *metav1ac.LabelSelectorApplyConfiguration) *networkingv1ac.NetworkPolicyApplyConfiguration {
+	tcp := corev1.ProtocolTCP
 	// Every agent pod mounts the same daemon token and carries the task
 	// label; without the exclusion one task's agent could drive its
 	// neighbour's caliband (ADR 0022). No setting can lift it.
@@ -51,6 +57,21 @@ func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.
 		).
 		WithFrom(peer)
 
+	return networkingv1ac.NetworkPolicy(NetworkPolicyName(task.Name), task.Namespace).
+		WithLabels(TaskLabels(task)).
+		WithOwnerReferences(ownerReference(task)).
+		WithSpec(networkingv1ac.NetworkPolicySpec().
+			WithPodSelector(pods).
+			WithPolicyTypes(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress).
+			WithIngress(ingress).
+			WithEgress(egressRules(pin.Egress, s)...))
+}
+
+// egressRules are an agent pod's ways out: the cluster's DNS, plus
+// everything but link-local (no workspace egress) or the allow-list, less
+// link-local.
+func egressRules(allowList *calibanv1alpha1.Egress, s config.AgentSettings) []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	// Port 53 open to every address would carry anything past the
 	// allow-list; only the cluster's resolver needs it.
 	egress := []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration{
@@ -64,7 +85,7 @@ func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.
 					WithMatchLabels(map[string]string{LabelNamespaceName: s.DNSNamespace})).
 				WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(s.DNSPodSelector))),
 	}
-	if pin.Egress == nil {
+	if allowList == nil {
 		// Everything but link-local. The pod rule keeps every pod
 		// reachable as an empty rule did: some network plugins never match
 		// a pod's address against an ipBlock.
@@ -73,30 +94,21 @@ func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.
 			everywhere.WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(
 				networkingv1ac.IPBlock().WithCIDR(netip.PrefixFrom(p.Addr(), 0).Masked().String()).WithExcept(p.String())))
 		}
-		egress = append(egress, everywhere,
+		return append(egress, everywhere,
 			networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().WithNamespaceSelector(metav1ac.LabelSelector())))
-	} else {
-		for _, allow := range pin.Egress.Allow {
-			block, ok := egressIPBlock(allow.CIDR)
-			if !ok {
-				continue
-			}
-			rule := networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(block))
-			for _, port := range allow.Ports {
-				rule.WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(port)))
-			}
-			egress = append(egress, rule)
-		}
 	}
-
-	return networkingv1ac.NetworkPolicy(NetworkPolicyName(task.Name), task.Namespace).
-		WithLabels(TaskLabels(task)).
-		WithOwnerReferences(ownerReference(task)).
-		WithSpec(networkingv1ac.NetworkPolicySpec().
-			WithPodSelector(metav1ac.LabelSelector().WithMatchLabels(TaskLabels(task))).
-			WithPolicyTypes(networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress).
-			WithIngress(ingress).
-			WithEgress(egress...))
+	for _, allow := range allowList.Allow {
+		block, ok := egressIPBlock(allow.CIDR)
+		if !ok {
+			continue
+		}
+		rule := networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(block))
+		for _, port := range allow.Ports {
+			rule.WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(port)))
+		}
+		egress = append(egress, rule)
+	}
+	return egress
 }
 
 func ownerReference(task *calibanv1alpha1.CalibanTask) *metav1ac.OwnerReferenceApplyConfiguration {

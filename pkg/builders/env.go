@@ -17,7 +17,13 @@ import (
 // agentPolicy variables and last the daemon token. Secrets only ever appear
 // as secretKeyRefs.
 func CalibandEnv(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) []*corev1ac.EnvVarApplyConfiguration {
-	var env envList
+	return calibandEnvAfter(nil, task, pin, s)
+}
+
+// calibandEnvAfter is CalibandEnv after first, the pod identity's own
+// variables, which the workspace's env can then not repeat.
+func calibandEnvAfter(first envList, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) envList {
+	env := append(envList(nil), first...)
 
 	p := pin.Provider
 	env.value(EnvProvider, p.Kind)
@@ -114,6 +120,11 @@ func (l *envList) value(name, value string) {
 		e.WithValue(value)
 	}
 	*l = append(*l, e)
+}
+
+func (l *envList) fieldRef(name, path string) {
+	*l = append(*l, corev1ac.EnvVar().WithName(name).WithValueFrom(corev1ac.EnvVarSource().
+		WithFieldRef(corev1ac.ObjectFieldSelector().WithFieldPath(path))))
 }
 
 func (l *envList) secret(name, secretName, key string) {

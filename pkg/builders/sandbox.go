@@ -51,16 +51,24 @@ func BuildSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.Resolv
 		WithSpec(sandboxac.SandboxSpec().
 			WithService(true).
 			WithOperatingMode(sandboxv1beta1.OperatingModeRunning).
-			WithVolumeClaimTemplates(sandboxac.PersistentVolumeClaimTemplate().
-				WithMetadata(sandboxac.EmbeddedObjectMetadata().WithName(VolumeWorkspace)).
-				WithSpec(corev1ac.PersistentVolumeClaimSpec().
-					WithAccessModes(workspaceAccessModeRWO).
-					WithResources(corev1ac.VolumeResourceRequirements().WithRequests(corev1.ResourceList{
-						corev1.ResourceStorage: s.WorkspaceStorage,
-					})))).
+			WithVolumeClaimTemplates(workspaceClaimTemplate(s)).
 			WithPodTemplate(sandboxac.PodTemplate().
 				WithMetadata(sandboxac.PodMetadata().WithLabels(labels)).
-				WithSpec(podSpec(task, pin, s))))
+				WithSpec(podSpec(task, pin, s, taskIdentity(task, s)))))
+}
+
+// podIdentity is what ties a pod to one task: the ServiceAccount it runs
+// as and the host caliband advertises, with any environment that host
+// expands. A warm pool's pod is made before its task and carries the
+// pool's (warmIdentity).
+type podIdentity struct {
+	serviceAccount string
+	advertiseHost  string
+	env            envList
+}
+
+func taskIdentity(task *calibanv1alpha1.CalibanTask, s config.AgentSettings) podIdentity {
+	return podIdentity{serviceAccount: ServiceAccountName(task.Name), advertiseHost: AdvertiseHost(task, s)}
 }
 
 // SandboxSpecApply is spec, a live Sandbox's, as an apply configuration
@@ -90,9 +98,9 @@ func SandboxSpecApply(spec *sandboxv1beta1.SandboxSpec) (*sandboxac.SandboxSpecA
 	return ac, nil
 }
 
-func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *corev1ac.PodSpecApplyConfiguration {
+func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings, id podIdentity) *corev1ac.PodSpecApplyConfiguration {
 	spec := corev1ac.PodSpec().
-		WithServiceAccountName(ServiceAccountName(task.Name)).
+		WithServiceAccountName(id.serviceAccount).
 		WithAutomountServiceAccountToken(false).
 		WithSecurityContext(corev1ac.PodSecurityContext().
 			WithRunAsUser(s.AgentUID).
@@ -100,7 +108,7 @@ func podSpec(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWor
 			WithFSGroup(s.AgentGID).
 			WithRunAsNonRoot(true).
 			WithSeccompProfile(corev1ac.SeccompProfile().WithType(s.AgentSeccompProfile))).
-		WithContainers(calibandContainer(task, pin, s)).
+		WithContainers(calibandContainer(task, pin, s, id)).
 		WithVolumes(corev1ac.Volume().
 			WithName(VolumeSessionTLS).
 			WithSecret(corev1ac.SecretVolumeSource().WithSecretName(s.SessionTLSSecret)))
@@ -154,7 +162,7 @@ func sourceCredentials(sources []calibanv1alpha1.Source) ([]*corev1ac.VolumeAppl
 	return volumes, mounts
 }
 
-func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *corev1ac.ContainerApplyConfiguration {
+func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings, id podIdentity) *corev1ac.ContainerApplyConfiguration {
 	c := corev1ac.Container().
 		WithName(ContainerCaliband).
 		WithImage(s.CalibandImage).
@@ -162,7 +170,7 @@ func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.R
 		WithArgs(
 			FlagWorkspaceRoot, s.WorkspaceRoot,
 			FlagListen, ListenHost+":"+strconv.Itoa(int(s.CalibandPort)),
-			FlagAdvertiseHost, AdvertiseHost(task, s),
+			FlagAdvertiseHost, id.advertiseHost,
 			FlagAgentPortBase, strconv.Itoa(int(s.AgentPortBase)),
 			FlagTLSCert, TLSCertPath,
 			FlagTLSKey, TLSKeyPath,
@@ -173,7 +181,7 @@ func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.R
 			WithName(PortNameCaliband).
 			WithContainerPort(s.CalibandPort).
 			WithProtocol(corev1.ProtocolTCP)).
-		WithEnv(CalibandEnv(task, pin, s)...).
+		WithEnv(calibandEnvAfter(id.env, task, pin, s)...).
 		// Readiness and startup only. A liveness probe would restart
 		// caliband, and a restart kills every agent it supervises.
 		WithReadinessProbe(corev1ac.Probe().
@@ -198,6 +206,10 @@ func calibandContainer(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.R
 		c.WithVolumeMounts(corev1ac.VolumeMount().WithName(VolumeRouterConfig).WithMountPath(RouterConfigMountDir).WithReadOnly(true))
 	}
 	return c
+}
+
+func workspaceStorage(s config.AgentSettings) corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceStorage: s.WorkspaceStorage}
 }
 
 func tcpProbe() *corev1ac.TCPSocketActionApplyConfiguration {

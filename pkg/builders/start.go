@@ -45,6 +45,16 @@ type StartMarks struct {
 	SandboxReady time.Time
 }
 
+// StartLaunch is the launch label of a start that ran on sb: warm when a
+// claim took sb from a warm pool, cold otherwise (a task's own Sandbox, or
+// one its claim had to make).
+func StartLaunch(sb *sandboxv1beta1.Sandbox) string {
+	if sb != nil && sb.Labels[LabelLaunchType] == LaunchTypeWarm {
+		return LaunchTypeWarm
+	}
+	return LaunchTypeCold
+}
+
 // StageDuration is how long one stage of a start took.
 type StageDuration struct {
 	Stage    string

@@ -188,3 +188,24 @@ func TestStartDurations(t *testing.T) {
 		})
 	}
 }
+
+func TestAStartIsWarmOnlyOnASandboxTakenFromAPool(t *testing.T) {
+	labelled := func(v string) *sandboxv1beta1.Sandbox {
+		return &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{LabelLaunchType: v}}}
+	}
+	for name, tc := range map[string]struct {
+		sb   *sandboxv1beta1.Sandbox
+		want string
+	}{
+		"a Sandbox a claim took from a pool": {sb: labelled(LaunchTypeWarm), want: LaunchTypeWarm},
+		"a Sandbox a claim had to make":      {sb: labelled(LaunchTypeCold), want: LaunchTypeCold},
+		"a task's own Sandbox":               {sb: &sandboxv1beta1.Sandbox{}, want: LaunchTypeCold},
+		"no Sandbox known":                   {want: LaunchTypeCold},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := StartLaunch(tc.sb); got != tc.want {
+				t.Errorf("StartLaunch = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -61,6 +61,9 @@ type TaskStatusInput struct {
 	// DrainTimeout bounds a Draining task's wait (its Ready message says
 	// until when).
 	DrainTimeout time.Duration
+	// Launch is the path the task's Sandbox takes: the one just decided
+	// with the pin, or, for a pinned task, nil to keep the stored one.
+	Launch *calibanv1alpha1.Launch
 }
 
 // TaskStatus derives the whole status the operator owns (the derivation table
@@ -79,6 +82,7 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 		status.PermissionPosture = in.Posture
 		status.PinSignature = in.PinSignature
 		status.RequestedBy = RequestedBy(task)
+		status.Launch = launchOf(in)
 		status.StartTime = task.Status.StartTime
 		if status.StartTime == nil && task.Status.ResolvedWorkspace == nil {
 			// Pinned by this pass: the deadline counts from now, which the
@@ -104,6 +108,7 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 		status.CompletionTime = &t
 	}
 	settled := settledInTime(task)
+	warm := status.Launch != nil && status.Launch.Type == calibanv1alpha1.LaunchWarm
 	// The precedence of docs/crd-reference.md#lifecycle: first match wins.
 	switch {
 	case in.Pin != nil && Draining(task):
@@ -145,7 +150,9 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 		setReady(metav1.ConditionFalse, ReasonDeadlineExceeded, deadlineMessage(task))
 	case task.Spec.Suspend && parked(in):
 		status.Phase = calibanv1alpha1.TaskSuspended
-		status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: SandboxName(task.Name)}
+		if !warm {
+			status.SandboxRef = &calibanv1alpha1.SandboxReference{Name: SandboxName(task.Name)}
+		}
 		setReady(metav1.ConditionFalse, ReasonSuspended, orApplyProblem(in, SuspendedMessage))
 	case in.Sandbox != nil && sandboxParked(in.Sandbox):
 		// Resumed in the spec, not yet in the cluster (the apply is refused,
@@ -155,6 +162,14 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 	case in.SandboxAPIMissing:
 		status.Phase = calibanv1alpha1.TaskProvisioning
 		setReady(metav1.ConditionFalse, ReasonSandboxAPIUnavailable, SandboxAPIUnavailableMessage)
+	case in.Sandbox == nil && warm:
+		// The claim's Sandbox is named by the pool, or by the claim.
+		status.Phase = calibanv1alpha1.TaskProvisioning
+		msg := fmt.Sprintf("SandboxClaim %s holds no Sandbox yet", ClaimName(task.Name))
+		if in.ApplyProblem != "" {
+			msg = applyProblemMessage(in.ApplyProblem)
+		}
+		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, msg)
 	case in.Sandbox == nil:
 		// Admitted and pinned; the Sandbox is applied right after the pin,
 		// under this name. Saying now what the status will say once it
@@ -264,6 +279,19 @@ func RequestedBy(task *calibanv1alpha1.CalibanTask) string {
 	return task.Annotations[calibanv1alpha1.AnnotationRequestedBy]
 }
 
+// launchOf is the pinned task's launch: decided this pass, else stored,
+// else that of a task pinned before launches were decided.
+func launchOf(in TaskStatusInput) *calibanv1alpha1.Launch {
+	switch {
+	case in.Launch != nil:
+		return in.Launch
+	case in.Task.Status.Launch != nil:
+		return in.Task.Status.Launch
+	}
+	l := ColdBeforeWarmStart()
+	return &l
+}
+
 // TaskStatusChanged reports whether applying desired would change a field
 // the operator owns in current. Conditions other than Ready (prospero's
 // AgentsSettled) never count, so another writer's update cannot make the
@@ -280,6 +308,7 @@ func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool 
 		!current.StartTime.Equal(desired.StartTime) ||
 		!current.CompletionTime.Equal(desired.CompletionTime) ||
 		current.CheckpointRef != desired.CheckpointRef ||
+		!apiequality.Semantic.DeepEqual(current.Launch, desired.Launch) ||
 		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))
 }
 

@@ -281,8 +281,13 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			if tc.pin != nil {
 				posture = calibanv1alpha1.PostureSupervised
 			}
-			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow}, config.DefaultAgentSettings())
+			var launch *calibanv1alpha1.Launch
+			if tc.pin != nil {
+				launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchCold, Reason: ReasonNoWarmPool, Message: "no pool"}
+			}
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow, Launch: launch}, config.DefaultAgentSettings())
 			want := tc.want
+			want.Launch = launch
 			if tc.pin != nil && tc.task.Status.ResolvedWorkspace == nil {
 				// These tasks are pinned by this pass, which starts them now.
 				want.StartTime = &tNow

@@ -345,7 +345,7 @@ func isTrue(b *bool) bool { return b != nil && *b }
 // whose validation returned problem ("" when valid). current is the stored
 // status: its Ready condition's lastTransitionTime survives when the
 // condition's status does not change.
-func WorkspaceStatus(ws *calibanv1alpha1.Workspace, problem string, now metav1.Time) calibanv1alpha1.WorkspaceStatus {
+func WorkspaceStatus(ws *calibanv1alpha1.Workspace, problem string, pool *WarmPoolObservation, now metav1.Time) calibanv1alpha1.WorkspaceStatus {
 	status := calibanv1alpha1.WorkspaceStatus{
 		Phase:              calibanv1alpha1.WorkspaceReady,
 		ObservedGeneration: ws.Generation,
@@ -363,18 +363,27 @@ func WorkspaceStatus(ws *calibanv1alpha1.Workspace, problem string, now metav1.T
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonWorkspaceInvalid, problem
 	}
 	status.Conditions = []metav1.Condition{withTransitionTime(ready, ws.Status.Conditions, now)}
+	if problem != "" && pool != nil {
+		pool = &WarmPoolObservation{Reason: ReasonWarmPoolWorkspaceInvalid, Problem: "the workspace is invalid"}
+	}
+	if warm, cond := warmPoolStatus(ws, pool); warm != nil {
+		status.WarmPool = warm
+		status.Conditions = append(status.Conditions, withTransitionTime(*cond, ws.Status.Conditions, now))
+	}
 	return status
 }
 
 // WorkspaceStatusChanged reports whether applying desired would change
-// anything the operator owns in current: phase, message, observedGeneration
-// or the Ready condition. Conditions of other types are not the operator's
-// and never count.
+// anything the operator owns in current: phase, message, observedGeneration,
+// the Ready and WarmPoolReady conditions or warmPool. Conditions of other
+// types are not the operator's and never count.
 func WorkspaceStatusChanged(current, desired calibanv1alpha1.WorkspaceStatus) bool {
 	return current.Phase != desired.Phase ||
 		current.Message != desired.Message ||
 		current.ObservedGeneration != desired.ObservedGeneration ||
-		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))
+		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady)) ||
+		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionWarmPoolReady), meta.FindStatusCondition(desired.Conditions, ConditionWarmPoolReady)) ||
+		!apiequality.Semantic.DeepEqual(current.WarmPool, desired.WarmPool)
 }
 
 // withTransitionTime stamps cond with now, or with the time the existing

@@ -687,7 +687,7 @@ func TestWorkspaceStatus(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := WorkspaceStatus(tc.ws, tc.problem, t1)
+			got := WorkspaceStatus(tc.ws, tc.problem, nil, t1)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
@@ -697,7 +697,7 @@ func TestWorkspaceStatus(t *testing.T) {
 
 func TestWorkspaceStatusChanged(t *testing.T) {
 	now := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	settled := WorkspaceStatus(fxWorkspace(), "", now)
+	settled := WorkspaceStatus(fxWorkspace(), "", nil, now)
 	foreign := metav1.Condition{Type: "Audited", Status: metav1.ConditionTrue, Reason: "Checked", LastTransitionTime: now}
 	tests := map[string]struct {
 		current calibanv1alpha1.WorkspaceStatus

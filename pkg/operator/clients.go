@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
@@ -22,7 +23,8 @@ import (
 )
 
 // The clients for custom resources: the operator's own (through the
-// generated clientset) and agent-sandbox's Sandboxes, which the operator
+// generated clientset), agent-sandbox's extensions (the same clientset over
+// a REST client of their group) and agent-sandbox's Sandboxes, which the operator
 // reads into its own Go view of the type (pkg/apis/sandbox) and writes as
 // that view's generated apply configuration. Both speak JSON through the
 // codec package's decoder; the Sandbox informer is built here because no
@@ -54,6 +56,18 @@ func NewSandboxRESTClient(base *rest.Config) (rest.Interface, error) {
 // client-go makes to learn each object's kind (package codec).
 func NewCalibanClient(base *rest.Config) (calibanclient.Interface, error) {
 	rc, err := customResourceClient(base, calibanv1alpha1.SchemeGroupVersion, calibanscheme.Scheme)
+	if err != nil {
+		return nil, err
+	}
+	return calibanclient.New(rc), nil
+}
+
+// NewExtensionsClient is the generated clientset over a REST client for
+// agent-sandbox's extensions API (extensions.agents.x-k8s.io/v1beta1): only
+// its ExtensionsV1beta1 works, the other groups' clients would talk to the
+// extensions group.
+func NewExtensionsClient(base *rest.Config) (calibanclient.Interface, error) {
+	rc, err := customResourceClient(base, extv1beta1.SchemeGroupVersion, calibanscheme.Scheme)
 	if err != nil {
 		return nil, err
 	}

@@ -144,6 +144,17 @@ func (l *loop) processNextWorkItem(termCtx, ctx context.Context) bool {
 }
 
 // cacheSyncedAll waits for every informer of every controller.
+// cacheSyncedNow reports whether every informer has synced, without
+// waiting.
+func cacheSyncedNow(synced []cache.InformerSynced) bool {
+	for _, s := range synced {
+		if !s() {
+			return false
+		}
+	}
+	return true
+}
+
 func cacheSyncedAll(ctx context.Context, synced ...[]cache.InformerSynced) bool {
 	var all []cache.InformerSynced
 	for _, s := range synced {

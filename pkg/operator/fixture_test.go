@@ -70,6 +70,9 @@ type fixture struct {
 	// sandboxAPI is agent-sandbox's API as the controller sees it: served
 	// unless a test says otherwise.
 	sandboxAPI fakeSandboxAPI
+	// extensionsAPI is agent-sandbox's extensions API: not served unless a
+	// test says so.
+	extensionsAPI fakeSandboxAPI
 	// children is the latest task controller's: cache puts what its
 	// transform makes of a child into the child caches, as an informer
 	// would.
@@ -93,6 +96,8 @@ func newFixture(t testing.TB) *fixture {
 		caliban: calibanfake.NewClientset(),
 		events:  &fakeRecorder{},
 		clock:   clocktesting.NewFakeClock(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)),
+
+		extensionsAPI: fakeSandboxAPI{missing: true},
 	}
 	srv := httptest.NewServer(http.HandlerFunc(f.serveSandboxes))
 	t.Cleanup(srv.Close)
@@ -256,7 +261,7 @@ func (f *fixture) taskController() *TaskController {
 		f.calibanInformers.Caliban().V1alpha1().Workspaces(),
 		f.kubeInformers.Core().V1().ServiceAccounts(),
 		f.kubeInformers.Networking().V1().NetworkPolicies(),
-		f.sandboxInformer, &f.sandboxAPI,
+		f.sandboxInformer, &f.sandboxAPI, f.warmInformers(),
 		config.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
@@ -265,6 +270,14 @@ func (f *fixture) taskController() *TaskController {
 	c.tracer = f.tracer
 	c.pinKey = fixturePinKey
 	return c
+}
+
+// warmInformers are the extensions' informers, from the caliban informer
+// factory (the operator has a factory of its own for them).
+func (f *fixture) warmInformers() WarmPoolInformers {
+	ext := f.calibanInformers.Extensions().V1beta1()
+	return WarmPoolInformers{API: &f.extensionsAPI, Client: f.caliban.ExtensionsV1beta1(), Templates: ext.SandboxTemplates(), Pools: ext.SandboxWarmPools(), Claims: ext.SandboxClaims(),
+		ServiceAccounts: f.kubeInformers.Core().V1().ServiceAccounts(), NetworkPolicies: f.kubeInformers.Networking().V1().NetworkPolicies()}
 }
 
 // fixturePinKey signs the fixtures' pins; tasks created before its Since
@@ -283,7 +296,7 @@ func (f *fixture) childInformers() map[freshness.Kind]cache.SharedIndexInformer 
 func (f *fixture) workspaceController() *WorkspaceController {
 	f.t.Helper()
 	c, err := NewWorkspaceController(f.caliban, f.kube, f.calibanInformers.Caliban().V1alpha1().Workspaces(),
-		config.DefaultAgentSettings(), f.events, nil, f.clock)
+		f.warmInformers(), config.DefaultAgentSettings(), f.events, nil, f.clock)
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -122,7 +122,8 @@ func TestSandboxAPIWatcher(t *testing.T) {
 		return false, nil, nil
 	})
 	var started, served atomic.Int32
-	w := &sandboxAPIWatcher{
+	w := &apiWatcher{
+		api:       sandboxesAPI,
 		discovery: disc,
 		start:     func() { started.Add(1) },
 		synced:    func() bool { return started.Load() > 0 },
@@ -152,7 +153,7 @@ func TestSandboxAPIWatcherDoesNotWakeTasksWhenServedFromTheStart(t *testing.T) {
 		APIResources: []metav1.APIResource{{Name: builders.SandboxResource}},
 	}}
 	woken := false
-	w := &sandboxAPIWatcher{discovery: disc, start: func() {}, synced: func() bool { return true },
+	w := &apiWatcher{api: sandboxesAPI, discovery: disc, start: func() {}, synced: func() bool { return true },
 		onServed: func() { woken = true }, interval: time.Hour}
 	w.run(ctx)
 	if !w.Served() || !w.HasSynced() || woken {

@@ -60,9 +60,9 @@ func NewMetrics() *Metrics {
 		}, []string{"controller"}),
 		startStages: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "caliban_task_start_duration_seconds",
-			Help:    "How long each stage of a task's first start took (created_to_pinned, pinned_to_children_applied, children_applied_to_sandbox_ready, sandbox_ready_to_running) and the whole (created_to_running).",
+			Help:    "How long each stage of a task's first start took (created_to_pinned, pinned_to_children_applied, children_applied_to_sandbox_ready, sandbox_ready_to_running) and the whole (created_to_running), by launch: warm (a Sandbox taken from a warm pool) or cold.",
 			Buckets: startBuckets,
-		}, []string{"stage"}),
+		}, []string{"stage", "launch"}),
 		transitions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "caliban_task_phase_transitions_total",
 			Help: "Phase changes the operator wrote into tasks' status, by phase before (empty: the first status), phase after, and the Ready condition's reason.",
@@ -73,7 +73,9 @@ func NewMetrics() *Metrics {
 	// Every stage exports from the start, so a dashboard or alert sees
 	// zero rather than nothing before the first task runs.
 	for _, stage := range builders.StartStages {
-		m.startStages.WithLabelValues(stage)
+		for _, launch := range []string{builders.LaunchTypeWarm, builders.LaunchTypeCold} {
+			m.startStages.WithLabelValues(stage, launch)
+		}
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.syncs, m.syncErrors, m.syncDuration, m.startStages, m.transitions, m.term)
@@ -119,12 +121,12 @@ func (m *Metrics) observeTransition(from, to calibanv1alpha1.TaskPhase, reason s
 }
 
 // observeStart records the stages of a task's first start.
-func (m *Metrics) observeStart(stages []builders.StageDuration) {
+func (m *Metrics) observeStart(launch string, stages []builders.StageDuration) {
 	if m == nil {
 		return
 	}
 	for _, s := range stages {
-		m.startStages.WithLabelValues(s.Stage).Observe(s.Duration.Seconds())
+		m.startStages.WithLabelValues(s.Stage, launch).Observe(s.Duration.Seconds())
 	}
 }
 

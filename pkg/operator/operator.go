@@ -35,6 +35,9 @@ type Clients struct {
 	// Sandboxes is a REST client for agent-sandbox's Sandboxes
 	// (NewSandboxRESTClient).
 	Sandboxes rest.Interface
+	// Extensions is the clientset for agent-sandbox's extensions
+	// (NewExtensionsClient).
+	Extensions calibanclient.Interface
 }
 
 // Operator runs both controllers for one leadership term.
@@ -82,15 +85,39 @@ func (o *Operator) Run(ctx context.Context) error {
 	// Waited for like the factories' informers when the term ends.
 	var sandboxInformer sync.WaitGroup
 
+	// agent-sandbox's extensions, for warm pools: a factory of their own,
+	// started once the API is served, like the Sandbox informer.
+	extFactory := calibaninformerfactory.NewSharedInformerFactoryWithOptions(o.Clients.Extensions, s.ResyncPeriod,
+		calibaninformerfactory.WithNamespace(s.WatchNamespace), calibaninformerfactory.WithTweakListOptions(ownedOnly),
+		calibaninformerfactory.WithTransform((&cacheTransform{}).transform))
+	warm := WarmPoolInformers{
+		Client:          o.Clients.Extensions.ExtensionsV1beta1(),
+		Templates:       extFactory.Extensions().V1beta1().SandboxTemplates(),
+		Pools:           extFactory.Extensions().V1beta1().SandboxWarmPools(),
+		Claims:          extFactory.Extensions().V1beta1().SandboxClaims(),
+		ServiceAccounts: kubeFactory.Core().V1().ServiceAccounts(),
+		NetworkPolicies: kubeFactory.Networking().V1().NetworkPolicies(),
+	}
+	extSynced := []cache.InformerSynced{warm.Templates.Informer().HasSynced, warm.Pools.Informer().HasSynced, warm.Claims.Informer().HasSynced}
+	extAPI := &apiWatcher{
+		api:       extensionsAPI,
+		discovery: o.Clients.Kube.Discovery(),
+		start:     func() { extFactory.Start(ctx.Done()) },
+		synced:    func() bool { return cacheSyncedNow(extSynced) },
+		interval:  apiPollInterval,
+	}
+	warm.API = extAPI
+
 	workspaces := calibanFactory.Caliban().V1alpha1().Workspaces()
 	tasks := calibanFactory.Caliban().V1alpha1().CalibanTasks()
 	// The Sandbox informer starts only once agent-sandbox's API is served:
 	// both controllers run without it, and tasks wait in Provisioning.
-	sandboxAPI := &sandboxAPIWatcher{
+	sandboxAPI := &apiWatcher{
+		api:       sandboxesAPI,
 		discovery: o.Clients.Kube.Discovery(),
 		start:     func() { sandboxInformer.Go(func() { sandboxes.RunWithContext(ctx) }) },
 		synced:    sandboxes.HasSynced,
-		interval:  sandboxAPIPollInterval,
+		interval:  apiPollInterval,
 	}
 	// Before any sync: a task pinned without the key could never be
 	// trusted again.
@@ -98,17 +125,18 @@ func (o *Operator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, s.AgentSettings, recorder, o.Metrics, clk)
+	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, warm, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
 	}
 	tc, err := NewTaskController(o.Clients.Caliban, o.Clients.Kube, o.Clients.Sandboxes, tasks, workspaces,
 		kubeFactory.Core().V1().ServiceAccounts(), kubeFactory.Networking().V1().NetworkPolicies(),
-		sandboxes, sandboxAPI, s.AgentSettings, recorder, o.Metrics, clk)
+		sandboxes, sandboxAPI, warm, s.AgentSettings, recorder, o.Metrics, clk)
 	if err != nil {
 		return err
 	}
 	sandboxAPI.onServed = tc.enqueueAll
+	extAPI.onServed = wc.enqueueWarm
 	wc.shutdownGrace, tc.shutdownGrace = s.ShutdownGrace(), s.ShutdownGrace()
 	wc.tracer, tc.tracer = tracing.NewTracer(o.TracerProvider), tracing.NewTracer(o.TracerProvider)
 	tc.taskDrainTimeout = s.TaskDrainTimeout
@@ -129,6 +157,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	defer func() {
 		calibanFactory.Shutdown()
 		kubeFactory.Shutdown()
+		extFactory.Shutdown()
 		sandboxInformer.Wait()
 	}()
 	// The children's transform checks each child against its task as the
@@ -149,6 +178,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	wg.Go(func() { errs <- wc.Run(ctx, s.Workers) })
 	wg.Go(func() { errs <- tc.Run(ctx, s.Workers) })
 	wg.Go(func() { sandboxAPI.run(ctx) })
+	wg.Go(func() { extAPI.run(ctx) })
 	wg.Go(func() { recorder.Run(ctx) })
 	// Waited for like the controllers: a late Store(true) must not outlive
 	// the term and report a next term ready before its caches synced.

@@ -2,14 +2,17 @@ package operator
 
 import (
 	"context"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
@@ -25,15 +28,43 @@ type SandboxAPI interface {
 	HasSynced() bool
 }
 
-// sandboxAPIPollInterval is how often discovery is asked while agent-sandbox
-// is not installed: one cheap GET, and a CRD installed later is picked up
+// apiPollInterval is how often discovery is asked while an API agent-sandbox
+// serves is not installed: one cheap GET, and a CRD installed later is picked up
 // within seconds without a restart.
-const sandboxAPIPollInterval = 5 * time.Second
+const apiPollInterval = 5 * time.Second
 
-// sandboxAPIWatcher waits for agent-sandbox's API, then starts the Sandbox
-// informer. The operator does not need RBAC on CRDs for this: discovery is
-// open to every authenticated client.
-type sandboxAPIWatcher struct {
+// servedAPI is an API the operator can run without, and what it logs while
+// it waits for it.
+type servedAPI struct {
+	groupVersion string
+	// resources must all be served.
+	resources []string
+	// absent is logged once while the API is not served, arrived once it
+	// is after that.
+	absent, arrived string
+}
+
+// sandboxesAPI is agent-sandbox's Sandbox API.
+var sandboxesAPI = servedAPI{
+	groupVersion: sandboxv1beta1.SchemeGroupVersion.String(),
+	resources:    []string{builders.SandboxResource},
+	absent:       "agent-sandbox's Sandbox API is not served: install agent-sandbox. Workspaces are validated and tasks admitted meanwhile; tasks stay Provisioning until it is",
+	arrived:      "agent-sandbox's Sandbox API is served now; provisioning the tasks that waited for it",
+}
+
+// extensionsAPI is agent-sandbox's extensions API, which warm pools need.
+var extensionsAPI = servedAPI{
+	groupVersion: extv1beta1.SchemeGroupVersion.String(),
+	resources:    []string{"sandboxtemplates", "sandboxwarmpools", "sandboxclaims"},
+	absent:       "agent-sandbox's extensions API is not served: run its controller with --extensions and install its extension CRDs. Workspaces with a warm pool say WarmPoolUnavailable meanwhile, and their tasks start cold",
+	arrived:      "agent-sandbox's extensions API is served now; making the warm pools that waited for it",
+}
+
+// apiWatcher waits for an API, then starts its informers. The operator
+// does not need RBAC on CRDs for this: discovery is open to every
+// authenticated client.
+type apiWatcher struct {
+	api       servedAPI
 	discovery discovery.DiscoveryInterface
 	// start starts the Sandbox informer; synced reports it synced.
 	start  func()
@@ -47,19 +78,19 @@ type sandboxAPIWatcher struct {
 	settled atomic.Bool
 }
 
-func (w *sandboxAPIWatcher) Served() bool    { return w.served.Load() }
-func (w *sandboxAPIWatcher) HasSynced() bool { return w.settled.Load() }
+func (w *apiWatcher) Served() bool    { return w.served.Load() }
+func (w *apiWatcher) HasSynced() bool { return w.settled.Load() }
 
 // run returns once the API is served and its cache synced, or when ctx ends.
-func (w *sandboxAPIWatcher) run(ctx context.Context) {
+func (w *apiWatcher) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	gv := sandboxv1beta1.SchemeGroupVersion.String()
+	gv := w.api.groupVersion
 	waited := false
 	for {
-		served, err := sandboxAPIServed(w.discovery)
+		served, err := apiServed(w.discovery, w.api)
 		switch {
 		case err != nil:
-			logger.Error(err, "Cannot tell whether agent-sandbox's Sandbox API is served; asking again", "groupVersion", gv, "in", w.interval)
+			logger.Error(err, "Cannot tell whether an API is served; asking again", "groupVersion", gv, "in", w.interval)
 		case served:
 			w.start()
 			if !cache.WaitForNamedCacheSyncWithContext(ctx, w.synced) {
@@ -68,14 +99,13 @@ func (w *sandboxAPIWatcher) run(ctx context.Context) {
 			w.served.Store(true)
 			w.settled.Store(true)
 			if waited {
-				logger.Info("agent-sandbox's Sandbox API is served now; provisioning the tasks that waited for it", "groupVersion", gv)
+				logger.Info(w.api.arrived, "groupVersion", gv)
 				w.onServed()
 			}
 			return
 		default:
 			if !waited {
-				logger.Info("agent-sandbox's Sandbox API is not served: install agent-sandbox. Workspaces are validated and tasks admitted meanwhile; tasks stay Provisioning until it is",
-					"resource", builders.SandboxResource+"."+gv, "checkingEvery", w.interval)
+				logger.Info(w.api.absent, "groupVersion", gv, "resources", w.api.resources, "checkingEvery", w.interval)
 			}
 			waited = true
 			w.settled.Store(true)
@@ -88,20 +118,20 @@ func (w *sandboxAPIWatcher) run(ctx context.Context) {
 	}
 }
 
-// sandboxAPIServed asks discovery whether the Sandbox resource is served. A
+// apiServed asks discovery whether all of api's resources are served. A
 // group version that is not served is an answer, not an error.
-func sandboxAPIServed(d discovery.DiscoveryInterface) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(sandboxv1beta1.SchemeGroupVersion.String())
+func apiServed(d discovery.DiscoveryInterface, api servedAPI) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(api.groupVersion)
 	if apierrors.IsNotFound(err) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	for _, r := range list.APIResources {
-		if r.Name == builders.SandboxResource {
-			return true, nil
+	for _, want := range api.resources {
+		if !slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == want }) {
+			return false, nil
 		}
 	}
-	return false, nil
+	return true, nil
 }

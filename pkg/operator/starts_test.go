@@ -18,13 +18,14 @@ import (
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
 )
 
-// stageObservations is each stage's count and sum, in milliseconds.
+// stageObservations is each stage's count and sum of cold starts (the
+// fixtures' tasks have Sandboxes of their own), in milliseconds.
 func stageObservations(t *testing.T, m *Metrics) map[string][2]float64 {
 	t.Helper()
 	out := map[string][2]float64{}
 	for _, stage := range builders.StartStages {
 		var d dto.Metric
-		if err := m.startStages.WithLabelValues(stage).(prometheus.Metric).Write(&d); err != nil {
+		if err := m.startStages.WithLabelValues(stage, builders.LaunchTypeCold).(prometheus.Metric).Write(&d); err != nil {
 			t.Fatal(err)
 		}
 		// Milliseconds, rounded to the microsecond: float seconds are not

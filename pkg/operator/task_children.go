@@ -123,6 +123,12 @@ func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *freshne
 // observedSandbox is the task's Sandbox as the status derivation reads it,
 // or nil.
 func (c *TaskController) observedSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+	if builders.IsWarm(task) {
+		if v := c.claimedSandbox(task); v != nil {
+			return v.Sandbox()
+		}
+		return nil
+	}
 	if v := c.liveSandbox(task); v != nil {
 		return v.Sandbox()
 	}

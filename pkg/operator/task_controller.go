@@ -19,12 +19,14 @@ import (
 	"k8s.io/utils/clock"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	sandboxclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/sandbox/v1beta1"
 	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
+	extlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/extensions/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
@@ -84,6 +86,11 @@ type TaskController struct {
 	// starts times the first starts in flight for
 	// caliban_task_start_duration_seconds.
 	starts *startTracker
+	// warm is agent-sandbox's extensions: claims and pools are read from
+	// their caches once the API is served.
+	warm   WarmPoolInformers
+	claims extlisters.SandboxClaimLister
+	pools  extlisters.SandboxWarmPoolLister
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -101,6 +108,7 @@ func NewTaskController(
 	networkPolicies networkinginformers.NetworkPolicyInformer,
 	sandboxes cache.SharedIndexInformer,
 	sandboxAPI SandboxAPI,
+	warm WarmPoolInformers,
 	settings config.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
@@ -122,6 +130,9 @@ func NewTaskController(
 		// The setting's default; cmd sets what the environment says.
 		taskDrainTimeout: config.DefaultTaskDrainTimeout,
 		starts:           newStartTracker(),
+		warm:             warm,
+		claims:           warm.Claims.Lister(),
+		pools:            warm.Pools.Lister(),
 	}
 	children, err := freshness.New(settings, c.controllingTask)
 	if err != nil {
@@ -134,8 +145,8 @@ func NewTaskController(
 		tasks.Informer().HasSynced, workspaces.Informer().HasSynced,
 		serviceAccounts.Informer().HasSynced, networkPolicies.Informer().HasSynced,
 		// The Sandbox informer runs only once agent-sandbox's API is served;
-		// sandboxAPI says when its cache can be read.
-		sandboxAPI.HasSynced,
+		// sandboxAPI says when its cache can be read. So do the extensions'.
+		sandboxAPI.HasSynced, warm.API.HasSynced,
 	}
 
 	if err := tasks.Informer().AddIndexers(cache.Indexers{workspaceIndex: indexByWorkspace}); err != nil {
@@ -202,6 +213,14 @@ func NewTaskController(
 	if _, err := sandboxes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.sandboxUpdated}); err != nil {
 		return nil, fmt.Errorf("adding Sandbox readiness handler: %w", err)
 	}
+	// A claim's status names the Sandbox it holds, and follows its
+	// readiness.
+	if _, err := warm.Claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(_, new any) { c.enqueueOwner(new) },
+		DeleteFunc: c.enqueueOwner,
+	}); err != nil {
+		return nil, fmt.Errorf("adding SandboxClaim event handler: %w", err)
+	}
 	return c, nil
 }
 
@@ -227,8 +246,8 @@ func (c *TaskController) sandboxUpdated(old, new any) {
 	if !okO || !okN || !builders.SandboxServing(n.SandboxStatus) || builders.SandboxServing(o.SandboxStatus) {
 		return
 	}
-	if ref := metav1.GetControllerOf(n); ref != nil {
-		c.starts.sandboxReady(ref.UID, c.clock.Now())
+	if task := c.owningTask(n); task != nil {
+		c.starts.sandboxReady(task.UID, c.clock.Now())
 	}
 }
 
@@ -277,11 +296,18 @@ func (c *TaskController) enqueueOwner(obj any) {
 	if err != nil {
 		return
 	}
-	task := c.controllingTask(object)
-	if task == nil {
-		return
+	if task := c.owningTask(object); task != nil {
+		c.enqueue(task)
 	}
-	c.enqueue(task)
+}
+
+// owningTask is the task a child belongs to: the one that controls it, or
+// the one whose claim controls it (a warm task's Sandbox).
+func (c *TaskController) owningTask(child metav1.Object) *calibanv1alpha1.CalibanTask {
+	if task := c.controllingTask(child); task != nil {
+		return task
+	}
+	return c.taskOfClaimed(child)
 }
 
 // controllingTask is the task a child's controller reference names, from
@@ -308,12 +334,16 @@ func (c *TaskController) controllingTask(child metav1.Object) *calibanv1alpha1.C
 }
 
 func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (after time.Duration, err error) {
-	task, err := c.tasks.CalibanTasks(key.Namespace).Get(key.Name)
-	if apierrors.IsNotFound(err) {
-		return 0, nil
-	}
+	// The cache with the operator's own writes on top: a resync that comes
+	// before the watch brings the status just written must not take the
+	// task for what it was, and write the same phase again as new.
+	obj, exists, err := c.taskCache.GetByKey(key.String())
 	if err != nil {
 		return 0, err
+	}
+	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	if !exists || !ok {
+		return 0, nil
 	}
 	// Every sync of a task joins the task's own trace (tracing.IDGenerator).
 	ctx, span := c.tracer.StartSync(ctx, taskSyncSpan, task.UID, true)
@@ -356,7 +386,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	}
 	now := c.clock.Now()
 	in := builders.TaskStatusInput{Task: task, Failure: d.failure, Pin: d.pin, Posture: d.posture, PinSignature: d.pinSignature,
-		Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout}
+		Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout, Launch: d.launch}
 	if d.failure != nil || d.pin == nil {
 		return d.after, c.recordWithoutApplying(ctx, task, in)
 	}
@@ -387,7 +417,16 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	}
 	in.Task = task
 
-	sandbox, apiMissing, err := c.applyChildren(ctx, task, in.Pin, builders.SandboxMode(task, now))
+	var (
+		sandbox    *sandboxv1beta1.Sandbox
+		apiMissing bool
+		warmAfter  time.Duration
+	)
+	if builders.IsWarm(task) {
+		task, sandbox, apiMissing, warmAfter, err = c.applyWarm(ctx, task, &in, builders.SandboxMode(task, now))
+	} else {
+		sandbox, apiMissing, err = c.applyChildren(ctx, task, in.Pin, builders.SandboxMode(task, now))
+	}
 	if err != nil {
 		c.recordApplyProblem(ctx, task, in, err)
 		return 0, err
@@ -410,7 +449,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		// CRD went away. Look again later rather than wait for an event.
 		after = failureRequeue
 	}
-	return soonest(after, builders.NextLifecycleWake(task, completion, now)), nil
+	return soonest(soonest(after, warmAfter), builders.NextLifecycleWake(task, completion, now)), nil
 }
 
 // decision is what a task's sync decided before writing anything.
@@ -427,6 +466,8 @@ type decision struct {
 	pinSignature string
 	// newlyPinned: pin is the admission's, not in the task yet.
 	newlyPinned bool
+	// launch is decided with a new pin; nil keeps the stored one.
+	launch *calibanv1alpha1.Launch
 }
 
 // decide gathers what the checks read (the Workspace while there is no
@@ -458,6 +499,13 @@ func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.Calib
 		}
 		d.pin, d.posture, d.newlyPinned = adm.Pin, adm.Posture, true
 		d.pinSignature = builders.SignPin(c.pinKey.Key, task.UID, adm.Pin)
+		// With the pin, and written with it: a restart finds the path
+		// taken before any child exists.
+		launch, err := builders.DecideLaunch(task, adm.Pin, c.warmOffer(ws), c.settings)
+		if err != nil {
+			return d, err
+		}
+		d.launch = &launch
 	} else if f := builders.UntrustedPin(task, c.pinKey); f != nil {
 		// Before every check that reads the pin: a pin someone else wrote
 		// can say whatever passes them.
@@ -579,8 +627,11 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 	if !builders.Starting(desired) {
 		marks := c.starts.take(task.UID)
 		if desired.Phase == calibanv1alpha1.TaskRunning && builders.Starting(task.Status) {
-			c.metrics.observeStart(builders.StartDurations(task, in.Sandbox, marks, c.clock.Now()))
+			c.metrics.observeStart(builders.StartLaunch(in.Sandbox), builders.StartDurations(task, in.Sandbox, marks, c.clock.Now()))
 		}
+	}
+	if note := coldStartNote(task.Status.Launch, desired.Launch); note != "" {
+		c.recorder.Event(task, corev1.EventTypeNormal, EventColdStart, "Launch", note)
 	}
 	// A task's first phase is not a move: the Event would cost a request
 	// per task in a burst and say nothing the status does not (a first
@@ -637,6 +688,10 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 	task, ok := obj.(*calibanv1alpha1.CalibanTask)
 	if !ok || task.Status.Phase != calibanv1alpha1.TaskProvisioning {
 		return false
+	}
+	if builders.IsWarm(task) {
+		sandbox := c.claimedSandbox(task)
+		return sandbox != nil && builders.SandboxServing(sandbox.SandboxStatus)
 	}
 	sandbox := c.children.View(freshness.Sandbox, key.Namespace, builders.SandboxName(key.Name))
 	return sandbox != nil && metav1.IsControlledBy(sandbox, task) && builders.SandboxServing(sandbox.SandboxStatus)

@@ -7,13 +7,17 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
@@ -34,10 +38,13 @@ const workspaceSyncSpan = WorkspaceControllerName + " sync"
 const (
 	workspaceReadyRecheck    = 300 * time.Second
 	workspaceNotReadyRecheck = 15 * time.Second
+	// warmPoolStatusDelay gathers a pool's readiness changes into one
+	// Workspace sync.
+	warmPoolStatusDelay = time.Second
 )
 
-// WorkspaceController validates Workspaces and writes their status. It
-// creates nothing.
+// WorkspaceController validates Workspaces and writes their status, and
+// keeps the warm pool of each Workspace that asks for one.
 type WorkspaceController struct {
 	*loop
 	caliban  calibanclient.Interface
@@ -46,6 +53,7 @@ type WorkspaceController struct {
 	settings config.AgentSettings
 	recorder Recorder
 	clock    clock.PassiveClock
+	warm     warmPools
 }
 
 // NewWorkspaceController wires the controller to the Workspace informer.
@@ -53,6 +61,7 @@ func NewWorkspaceController(
 	caliban calibanclient.Interface,
 	kube kubernetes.Interface,
 	workspaces calibaninformers.WorkspaceInformer,
+	warm WarmPoolInformers,
 	settings config.AgentSettings,
 	recorder Recorder,
 	metrics *Metrics,
@@ -66,9 +75,16 @@ func NewWorkspaceController(
 		settings: settings,
 		recorder: recorder,
 		clock:    clk,
+		warm: warmPools{
+			ext: warm.API, client: warm.Client, templates: warm.Templates.Lister(), pools: warm.Pools.Lister(),
+			serviceAccounts: warm.ServiceAccounts.Informer().GetStore(), networkPolicies: warm.NetworkPolicies.Informer().GetStore(),
+		},
 	}
 	c.sync = c.syncWorkspace
-	c.synced = []cache.InformerSynced{workspaces.Informer().HasSynced}
+	c.synced = []cache.InformerSynced{workspaces.Informer().HasSynced,
+		warm.ServiceAccounts.Informer().HasSynced, warm.NetworkPolicies.Informer().HasSynced,
+		// The extensions' caches run only once the API is served.
+		warm.API.HasSynced}
 	if _, err := workspaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, new any) {
@@ -80,7 +96,89 @@ func NewWorkspaceController(
 	}); err != nil {
 		return nil, fmt.Errorf("adding Workspace event handler: %w", err)
 	}
+	// A pool child's change or deletion wakes its Workspace: the pool's
+	// readiness is in its status, and a child deleted by someone else is
+	// made again.
+	if _, err := warm.Pools.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueOwningWorkspace,
+		UpdateFunc: func(old, new any) {
+			o, n := old.(*extv1beta1.SandboxWarmPool), new.(*extv1beta1.SandboxWarmPool)
+			if o.Generation == n.Generation {
+				// Readiness counts move with every claim and refill: a
+				// burst of tasks is reported in a few writes, not two per
+				// task.
+				c.enqueueOwningWorkspaceAfter(new, warmPoolStatusDelay)
+				return
+			}
+			c.enqueueOwningWorkspace(new)
+		},
+		DeleteFunc: c.enqueueOwningWorkspace,
+	}); err != nil {
+		return nil, fmt.Errorf("adding SandboxWarmPool event handler: %w", err)
+	}
+	if _, err := warm.Templates.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		DeleteFunc: c.enqueueOwningWorkspace,
+	}); err != nil {
+		return nil, fmt.Errorf("adding SandboxTemplate event handler: %w", err)
+	}
+	childEvents := cache.ResourceEventHandlerFuncs{
+		UpdateFunc: func(old, new any) {
+			if childUpdateMatters(old, new) {
+				c.enqueueOwningWorkspace(new)
+			}
+		},
+		DeleteFunc: c.enqueueOwningWorkspace,
+	}
+	for name, inf := range map[string]cache.SharedIndexInformer{
+		"ServiceAccount": warm.ServiceAccounts.Informer(), "NetworkPolicy": warm.NetworkPolicies.Informer(),
+	} {
+		if _, err := inf.AddEventHandler(childEvents); err != nil {
+			return nil, fmt.Errorf("adding %s event handler: %w", name, err)
+		}
+	}
 	return c, nil
+}
+
+// enqueueOwningWorkspace wakes the Workspace that controls obj: the
+// reference must name a Workspace of this API group with the UID of the
+// one the cache holds.
+func (c *WorkspaceController) enqueueOwningWorkspace(obj any) { c.enqueueOwningWorkspaceAfter(obj, 0) }
+
+// enqueueOwningWorkspaceAfter is enqueueOwningWorkspace after delay.
+func (c *WorkspaceController) enqueueOwningWorkspaceAfter(obj any, delay time.Duration) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	object, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	ref := metav1.GetControllerOf(object)
+	if ref == nil || ref.Kind != workspaceGroupKind.Kind {
+		return
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != workspaceGroupKind.Group {
+		return
+	}
+	ws, err := c.lister.Workspaces(object.GetNamespace()).Get(ref.Name)
+	if err != nil || ws.UID != ref.UID {
+		return
+	}
+	c.queue.AddAfter(cache.ObjectName{Namespace: ws.Namespace, Name: ws.Name}, delay)
+}
+
+// enqueueWarm wakes every Workspace that asks for a pool: the extensions
+// API has just become served.
+func (c *WorkspaceController) enqueueWarm() {
+	all, err := c.lister.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, ws := range all {
+		if builders.WarmReplicas(ws) > 0 {
+			c.enqueue(ws)
+		}
+	}
 }
 
 // Run processes the queue with workers until ctx is done.
@@ -114,7 +212,11 @@ func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.Objec
 	if err != nil {
 		return 0, err
 	}
-	desired := builders.WorkspaceStatus(ws, problem, metav1.NewTime(c.clock.Now()))
+	pool, err := c.syncWarmPool(ctx, ws, problem)
+	if err != nil {
+		return 0, err
+	}
+	desired := builders.WorkspaceStatus(ws, problem, pool, metav1.NewTime(c.clock.Now()))
 	if builders.WorkspaceStatusChanged(ws.Status, desired) {
 		logger.V(4).Info("Applying status", "phase", desired.Phase)
 		if _, err := applyWorkspaceStatus(ctx, c.caliban, ws, desired); err != nil {

@@ -89,8 +89,8 @@ func TestSandboxViewFitsAgentSandboxCRD(t *testing.T) {
 	}
 	out := t.TempDir()
 	run(t, root, "go", "tool", "controller-gen", "crd", "paths=./pkg/apis/sandbox/...", "output:crd:artifacts:config="+out)
-	view := sandboxSchema(t, out)
-	real := sandboxSchema(t, filepath.Join(root, "test", "crds"))
+	view := crdSchema(t, out, "Sandbox")
+	real := crdSchema(t, filepath.Join(root, "test", "crds"), "Sandbox")
 	missing := schemaMisfits("", view, real)
 	if len(missing) > 0 {
 		t.Errorf("the operator's Sandbox view has fields agent-sandbox's CRD does not accept as they are:\n%s", strings.Join(missing, "\n"))
@@ -103,14 +103,36 @@ func TestSandboxViewFitsAgentSandboxCRD(t *testing.T) {
 	}
 }
 
-// sandboxSchema is the v1beta1 openAPIV3Schema of the Sandbox CRD in dir.
-func sandboxSchema(t *testing.T, dir string) map[string]any {
+// TestExtensionsViewFitsAgentSandboxCRDs is TestSandboxViewFitsAgentSandboxCRD
+// for the view of agent-sandbox's extensions (pkg/apis/extensions): the
+// template, the warm pool and the claim, against test/crds/extensions.
+func TestExtensionsViewFitsAgentSandboxCRDs(t *testing.T) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	run(t, root, "go", "tool", "controller-gen", "crd", "paths=./pkg/apis/extensions/...", "output:crd:artifacts:config="+out)
+	for _, kind := range []string{"SandboxTemplate", "SandboxWarmPool", "SandboxClaim"} {
+		view := crdSchema(t, out, kind)
+		real := crdSchema(t, filepath.Join(root, "test", "crds", "extensions"), kind)
+		if missing := schemaMisfits("", view, real); len(missing) > 0 {
+			t.Errorf("the operator's %s view has fields agent-sandbox's CRD does not accept as they are:\n%s", kind, strings.Join(missing, "\n"))
+		}
+	}
+}
+
+// crdSchema is the v1beta1 openAPIV3Schema of the CRD of kind in dir.
+func crdSchema(t *testing.T, dir, kind string) map[string]any {
 	t.Helper()
 	objs, err := framework.ReadManifests(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, o := range objs {
+		if k, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind"); k != kind {
+			continue
+		}
 		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
 		for _, v := range versions {
 			vm, _ := v.(map[string]any)
@@ -123,7 +145,7 @@ func sandboxSchema(t *testing.T, dir string) map[string]any {
 			}
 		}
 	}
-	t.Fatalf("%s has no v1beta1 Sandbox schema", dir)
+	t.Fatalf("%s has no v1beta1 %s schema", dir, kind)
 	return nil
 }
 

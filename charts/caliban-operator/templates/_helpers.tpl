@@ -81,6 +81,12 @@ app.kubernetes.io/name: {{ include "caliban-operator.name" . }}
 - apiGroups: [agents.x-k8s.io]
   resources: [sandboxes]
   verbs: [get, list, watch, create, patch, delete]
+# Warm pools (docs/warm-start.md): a template and a pool per Workspace
+# that asks for one, a claim per warm task; delete for a rolled template,
+# a pool turned off, and a claim served another rendering.
+- apiGroups: [extensions.agents.x-k8s.io]
+  resources: [sandboxtemplates, sandboxwarmpools, sandboxclaims]
+  verbs: [get, list, watch, create, patch, delete]
 - apiGroups: [""]
   resources: [serviceaccounts]
   verbs: [get, list, watch, create, patch, delete]

@@ -112,5 +112,9 @@ func newClients(cfg *rest.Config) (operator.Clients, error) {
 	if err != nil {
 		return operator.Clients{}, err
 	}
-	return operator.Clients{Kube: kube, Caliban: cal, Sandboxes: sandboxes}, nil
+	ext, err := operator.NewExtensionsClient(cfg)
+	if err != nil {
+		return operator.Clients{}, err
+	}
+	return operator.Clients{Kube: kube, Caliban: cal, Sandboxes: sandboxes, Extensions: ext}, nil
 }

@@ -92,6 +92,9 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 	} else {
 		line("  Provider:\t<not pinned: the task is not admitted>")
 	}
+	if l := task.Status.Launch; l != nil {
+		line("  Launch:\t%s (%s: %s)", l.Type, l.Reason, l.Message)
+	}
 	line("  Posture:\t%s (requested %s)", orNone(string(task.Status.PermissionPosture)), orDefault(string(task.Spec.Task.PermissionPosture), "supervised"))
 	line("  Requested by:\t%s", orNone(task.Status.RequestedBy))
 	if task.Status.StartTime != nil {
@@ -112,7 +115,16 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 	} else {
 		line("  Sandbox\t%s\tnot found", sandboxName)
 	}
-	line("  ServiceAccount\t%s\t%s", builders.ServiceAccountName(task.Name), exists(s.ServiceAccount != nil))
+	if builders.IsWarm(task) {
+		claim := builders.ClaimName(task.Name)
+		if c := task.Status.Launch.Claim; c != nil {
+			claim = c.Name
+		}
+		line("  SandboxClaim\t%s\ton warm pool %s", claim, builders.WarmPoolName(task.Spec.WorkspaceRef.Name))
+		line("  ServiceAccount\t%s\t%s (the warm pool's: a warm pod runs as its pool's, token-less like a task's own)", serviceAccountOf(task), exists(s.ServiceAccount != nil))
+	} else {
+		line("  ServiceAccount\t%s\t%s", builders.ServiceAccountName(task.Name), exists(s.ServiceAccount != nil))
+	}
 	line("  NetworkPolicy\t%s\t%s", builders.NetworkPolicyName(task.Name), exists(s.NetworkPolicy != nil))
 
 	if s.Sandbox != nil && len(s.Sandbox.Status.Conditions) > 0 {

@@ -93,7 +93,7 @@ func gather(ctx context.Context, c *clients, ns, name string) (*Snapshot, error)
 	if keep("Sandbox", err) {
 		s.Sandbox = sb
 	}
-	if sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, builders.ServiceAccountName(task.Name), metav1.GetOptions{}); keep("ServiceAccount", err) {
+	if sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, serviceAccountOf(task), metav1.GetOptions{}); keep("ServiceAccount", err) {
 		s.ServiceAccount = sa
 	}
 	if np, err := c.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, builders.NetworkPolicyName(task.Name), metav1.GetOptions{}); keep("NetworkPolicy", err) {
@@ -115,4 +115,13 @@ func gather(ctx context.Context, c *clients, ns, name string) (*Snapshot, error)
 		s.PodEvents = events("Events of the pod", s.Pod.UID)
 	}
 	return s, nil
+}
+
+// serviceAccountOf is the ServiceAccount the task's pod runs as: its own,
+// or its warm pool's.
+func serviceAccountOf(task *calibanv1alpha1.CalibanTask) string {
+	if builders.IsWarm(task) {
+		return builders.WarmPoolName(task.Spec.WorkspaceRef.Name)
+	}
+	return builders.ServiceAccountName(task.Name)
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
@@ -104,6 +105,28 @@ func TestDescribe(t *testing.T) {
 				},
 			},
 			file: "describe-running.txt",
+		},
+		"a warm task shows its launch, its claim and the pool's ServiceAccount": {
+			snapshot: &Snapshot{
+				Task: fxTask("quick", "team-a", running, func(t *calibanv1alpha1.CalibanTask) {
+					sb := builders.WarmPoolName("ws") + "-x7k2p"
+					t.Status.SandboxRef.Name = sb
+					t.Status.CalibandEndpoint = sb + ".team-a.svc.cluster.local:8443"
+					t.Status.Conditions[0].Message = "caliband is serving at " + t.Status.CalibandEndpoint
+					t.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm, Reason: builders.ReasonLaunchWarmPool,
+						Message: "claims a Sandbox from warm pool 'ws-warm' (SandboxTemplate 'ws-warm-0123456789')",
+						Claim:   &calibanv1alpha1.ClaimReference{Name: builders.ClaimName("quick"), UID: "uid-claim"}}
+				}),
+				Workspace: fxWorkspace("ws", calibanv1alpha1.WorkspaceReady, ""),
+				Sandbox: func() *sandboxv1beta1.Sandbox {
+					sb := fxSandbox("quick", metav1.ConditionTrue, "DependenciesReady", "Pod is Ready; Service Exists")
+					sb.Name = builders.WarmPoolName("ws") + "-x7k2p"
+					return sb
+				}(),
+				ServiceAccount: fxServiceAccount(),
+				NetworkPolicy:  fxNetworkPolicy(),
+			},
+			file: "describe-warm.txt",
 		},
 		"a task blocked on a Failed Workspace has no children and says what it waits for": {
 			snapshot: &Snapshot{

@@ -8,8 +8,10 @@ package applyconfiguration
 
 import (
 	v1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	extensionsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	v1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
+	applyconfigurationextensionsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/extensions/v1beta1"
 	internal "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/internal"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -46,6 +48,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &calibanv1alpha1.CalibanTaskSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("CalibanTaskStatus"):
 		return &calibanv1alpha1.CalibanTaskStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ClaimReference"):
+		return &calibanv1alpha1.ClaimReferenceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Egress"):
 		return &calibanv1alpha1.EgressApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("EgressRule"):
@@ -54,6 +58,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &calibanv1alpha1.EnvVarApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Isolation"):
 		return &calibanv1alpha1.IsolationApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("Launch"):
+		return &calibanv1alpha1.LaunchApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("LifecycleSpec"):
 		return &calibanv1alpha1.LifecycleSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("ModelSpec"):
@@ -76,6 +82,10 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &calibanv1alpha1.StateSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("TaskDefinition"):
 		return &calibanv1alpha1.TaskDefinitionApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WarmPool"):
+		return &calibanv1alpha1.WarmPoolApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("WarmPoolStatus"):
+		return &calibanv1alpha1.WarmPoolStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("Workspace"):
 		return &calibanv1alpha1.WorkspaceApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("WorkspaceReference"):
@@ -84,6 +94,32 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &calibanv1alpha1.WorkspaceSpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("WorkspaceStatus"):
 		return &calibanv1alpha1.WorkspaceStatusApplyConfiguration{}
+
+		// Group=extensions.agents.x-k8s.io, Version=v1beta1
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxClaim"):
+		return &applyconfigurationextensionsv1beta1.SandboxClaimApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxClaimSpec"):
+		return &applyconfigurationextensionsv1beta1.SandboxClaimSpecApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxClaimStatus"):
+		return &applyconfigurationextensionsv1beta1.SandboxClaimStatusApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxStatus"):
+		return &applyconfigurationextensionsv1beta1.SandboxStatusApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxTemplate"):
+		return &applyconfigurationextensionsv1beta1.SandboxTemplateApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxTemplateRef"):
+		return &applyconfigurationextensionsv1beta1.SandboxTemplateRefApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxTemplateSpec"):
+		return &applyconfigurationextensionsv1beta1.SandboxTemplateSpecApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxWarmPool"):
+		return &applyconfigurationextensionsv1beta1.SandboxWarmPoolApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxWarmPoolRef"):
+		return &applyconfigurationextensionsv1beta1.SandboxWarmPoolRefApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxWarmPoolSpec"):
+		return &applyconfigurationextensionsv1beta1.SandboxWarmPoolSpecApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxWarmPoolStatus"):
+		return &applyconfigurationextensionsv1beta1.SandboxWarmPoolStatusApplyConfiguration{}
+	case extensionsv1beta1.SchemeGroupVersion.WithKind("SandboxWarmPoolUpdateStrategy"):
+		return &applyconfigurationextensionsv1beta1.SandboxWarmPoolUpdateStrategyApplyConfiguration{}
 
 	}
 	return nil

@@ -25,10 +25,12 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.CalibanTaskList":      schema_pkg_apis_caliban_v1alpha1_CalibanTaskList(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.CalibanTaskSpec":      schema_pkg_apis_caliban_v1alpha1_CalibanTaskSpec(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.CalibanTaskStatus":    schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref),
+		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ClaimReference":       schema_pkg_apis_caliban_v1alpha1_ClaimReference(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Egress":               schema_pkg_apis_caliban_v1alpha1_Egress(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.EgressRule":           schema_pkg_apis_caliban_v1alpha1_EgressRule(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.EnvVar":               schema_pkg_apis_caliban_v1alpha1_EnvVar(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Isolation":            schema_pkg_apis_caliban_v1alpha1_Isolation(ref),
+		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Launch":               schema_pkg_apis_caliban_v1alpha1_Launch(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.LifecycleSpec":        schema_pkg_apis_caliban_v1alpha1_LifecycleSpec(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ModelSpec":            schema_pkg_apis_caliban_v1alpha1_ModelSpec(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Provider":             schema_pkg_apis_caliban_v1alpha1_Provider(ref),
@@ -40,6 +42,8 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.SourceCredentialsRef": schema_pkg_apis_caliban_v1alpha1_SourceCredentialsRef(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.StateSpec":            schema_pkg_apis_caliban_v1alpha1_StateSpec(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.TaskDefinition":       schema_pkg_apis_caliban_v1alpha1_TaskDefinition(ref),
+		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WarmPool":             schema_pkg_apis_caliban_v1alpha1_WarmPool(ref),
+		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WarmPoolStatus":       schema_pkg_apis_caliban_v1alpha1_WarmPoolStatus(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Workspace":            schema_pkg_apis_caliban_v1alpha1_Workspace(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WorkspaceList":        schema_pkg_apis_caliban_v1alpha1_WorkspaceList(ref),
 		"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WorkspaceReference":   schema_pkg_apis_caliban_v1alpha1_WorkspaceReference(ref),
@@ -516,11 +520,45 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 							},
 						},
 					},
+					"launch": {
+						SchemaProps: spec.SchemaProps{
+							Description: "launch says how the task's Sandbox was asked for, decided once with its first child: Warm (a SandboxClaim on the Workspace's warm pool) or Cold (a Sandbox of its own), and why not warm.",
+							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Launch"),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ResolvedWorkspace", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.SandboxReference", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Launch", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ResolvedWorkspace", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.SandboxReference", v1.Condition{}.OpenAPIModelName(), v1.Time{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_caliban_v1alpha1_ClaimReference(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "ClaimReference names a SandboxClaim and pins its UID.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"name": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"uid": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+				},
+				Required: []string{"name", "uid"},
+			},
+		},
 	}
 }
 
@@ -651,6 +689,50 @@ func schema_pkg_apis_caliban_v1alpha1_Isolation(ref common.ReferenceCallback) co
 				},
 			},
 		},
+	}
+}
+
+func schema_pkg_apis_caliban_v1alpha1_Launch(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "Launch is the path a task's Sandbox took, and why.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"type": {
+						SchemaProps: spec.SchemaProps{
+							Description: "type is Warm or Cold.",
+							Default:     "",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"reason": {
+						SchemaProps: spec.SchemaProps{
+							Description: "reason is a CamelCase word for why: WarmPool, or why not (NoWarmPool, WarmPoolUnavailable, RenderingDiffers, ...).",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"message": {
+						SchemaProps: spec.SchemaProps{
+							Description: "message says it in a sentence.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+					"claim": {
+						SchemaProps: spec.SchemaProps{
+							Description: "claim is the task's SandboxClaim once it exists (Warm only): its UID is on the pod the claim holds, and the task's NetworkPolicy selects the pod by it.",
+							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ClaimReference"),
+						},
+					},
+				},
+				Required: []string{"type"},
+			},
+		},
+		Dependencies: []string{
+			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.ClaimReference"},
 	}
 }
 
@@ -1083,6 +1165,60 @@ func schema_pkg_apis_caliban_v1alpha1_TaskDefinition(ref common.ReferenceCallbac
 	}
 }
 
+func schema_pkg_apis_caliban_v1alpha1_WarmPool(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "WarmPool sizes a Workspace's warm pool.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "replicas is how many unclaimed Sandboxes the pool keeps ready; a claimed one is replaced at once. 0 turns the pool off.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
+func schema_pkg_apis_caliban_v1alpha1_WarmPoolStatus(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "WarmPoolStatus is what the warm pool serves and how full it is.",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"replicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "replicas is the size spec.warmPool asks for.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"readyReplicas": {
+						SchemaProps: spec.SchemaProps{
+							Description: "readyReplicas counts the unclaimed Sandboxes ready to be claimed, as agent-sandbox reports them.",
+							Type:        []string{"integer"},
+							Format:      "int32",
+						},
+					},
+					"template": {
+						SchemaProps: spec.SchemaProps{
+							Description: "template is the SandboxTemplate the pool serves: its name ends in the hash of the rendering, so a task whose pin renders to the same name takes the warm path.",
+							Type:        []string{"string"},
+							Format:      "",
+						},
+					},
+				},
+			},
+		},
+	}
+}
+
 func schema_pkg_apis_caliban_v1alpha1_Workspace(ref common.ReferenceCallback) common.OpenAPIDefinition {
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
@@ -1297,12 +1433,18 @@ func schema_pkg_apis_caliban_v1alpha1_WorkspaceSpec(ref common.ReferenceCallback
 							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.AgentPolicy"),
 						},
 					},
+					"warmPool": {
+						SchemaProps: spec.SchemaProps{
+							Description: "warmPool keeps Sandboxes of this workspace's current configuration ready in agent-sandbox's warm pool, so that a task whose pin matches them starts in about a second instead of waiting for a new volume. Absent, or replicas 0: no pool, every task starts cold. Needs agent-sandbox's extensions API; without it tasks start cold and status.conditions says so.",
+							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WarmPool"),
+						},
+					},
 				},
 				Required: []string{"displayName", "providers"},
 			},
 		},
 		Dependencies: []string{
-			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.AgentPolicy", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Egress", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.EnvVar", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Isolation", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Provider", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Source"},
+			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.AgentPolicy", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Egress", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.EnvVar", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Isolation", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Provider", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.Source", "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WarmPool"},
 	}
 }
 
@@ -1355,11 +1497,17 @@ func schema_pkg_apis_caliban_v1alpha1_WorkspaceStatus(ref common.ReferenceCallba
 							},
 						},
 					},
+					"warmPool": {
+						SchemaProps: spec.SchemaProps{
+							Description: "warmPool reports the warm pool while spec.warmPool asks for one; the WarmPoolReady condition says why it is not ready.",
+							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WarmPoolStatus"),
+						},
+					},
 				},
 			},
 		},
 		Dependencies: []string{
-			v1.Condition{}.OpenAPIModelName()},
+			"github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WarmPoolStatus", v1.Condition{}.OpenAPIModelName()},
 	}
 }
 

@@ -29,9 +29,15 @@ const AnnotationAppliedHash = "caliban.caliban-ai.dev/applied-hash"
 // resumed agent relies on because its own settings or version changed.
 const AnnotationRenderedBy = "caliban.caliban-ai.dev/rendered-by"
 
+// HashNone is the hash of a child a task does not want: a warm task has
+// no ServiceAccount or Sandbox of its own, and no NetworkPolicy before it
+// knows its claim's UID. No object carries it.
+const HashNone = "none"
+
 // Desired are a task's three desired children, rendered and stamped with
 // their applied hash (and, for the NetworkPolicy and the Sandbox, the
-// rendering's fingerprint), with their hashes. The sync applies them and
+// rendering's fingerprint), with their hashes. A child the task does not
+// want is nil, its hash HashNone. The sync applies them and
 // the transform checks the cache against them, so both agree on what "up
 // to date" means.
 type Desired struct {
@@ -108,6 +114,10 @@ func (t *Tracker) render(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1
 // desiredServiceAccount is the ServiceAccount task wants, stamped with its
 // applied hash: known when the memo has it, taken otherwise.
 func desiredServiceAccount(task *calibanv1alpha1.CalibanTask, known string) (*corev1ac.ServiceAccountApplyConfiguration, string, error) {
+	if builders.IsWarm(task) {
+		// A warm pod runs as its pool's ServiceAccount.
+		return nil, HashNone, nil
+	}
 	sa := builders.BuildServiceAccount(task)
 	return stamp(ServiceAccount, *sa.Name, sa, known, map[string]string{})
 }
@@ -116,11 +126,25 @@ func desiredServiceAccount(task *calibanv1alpha1.CalibanTask, known string) (*co
 // stamped with the rendering's fingerprint.
 func (t *Tracker) desiredNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, known string) (*networkingv1ac.NetworkPolicyApplyConfiguration, string, error) {
 	np := builders.BuildNetworkPolicy(task, pin, t.settings)
+	if builders.IsWarm(task) {
+		// The pod its claim holds carries the claim's UID; until the task
+		// records it, the pool's isolation policy cuts the pod off.
+		claim := task.Status.Launch.Claim
+		if claim == nil {
+			return nil, HashNone, nil
+		}
+		np = builders.BuildWarmNetworkPolicy(task, pin, t.settings, string(claim.UID))
+	}
 	return stamp(NetworkPolicy, *np.Name, np, known, map[string]string{AnnotationRenderedBy: t.fingerprint})
 }
 
 // desiredSandbox is desiredNetworkPolicy for the Sandbox.
 func (t *Tracker) desiredSandbox(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, known string) (*sandboxac.SandboxApplyConfiguration, string, error) {
+	if builders.IsWarm(task) {
+		// The pool rendered it; the task applies only its labels and mode
+		// (builders.BuildClaimedSandbox).
+		return nil, HashNone, nil
+	}
 	sb := builders.BuildSandbox(task, pin, t.settings)
 	return stamp(Sandbox, *sb.Name, sb, known, map[string]string{AnnotationRenderedBy: t.fingerprint})
 }
@@ -142,12 +166,12 @@ func knownOrHash(known string, desired any) (string, error) {
 	if known != "" {
 		return known, nil
 	}
-	return appliedHash(desired)
+	return AppliedHash(desired)
 }
 
-// appliedHash is the applied-hash annotation's value for a desired object,
+// AppliedHash is the applied-hash annotation's value for a desired object,
 // taken before the annotation is added.
-func appliedHash(desired any) (string, error) {
+func AppliedHash(desired any) (string, error) {
 	body, err := json.Marshal(desired)
 	if err != nil {
 		return "", err

@@ -103,12 +103,14 @@ func (m *memo) update(task *calibanv1alpha1.CalibanTask, set func(*Hashes)) {
 // carry keeps what is known for from for to, a later version of the same
 // task that the operator's own write made: a status or finalizer write
 // changes neither the spec (the generation stands) nor, once the task is
-// pinned, the pin, which are all the children are rendered from. Without it
+// pinned, the pin, which with the launch (a warm task's claim) are all the
+// children are rendered from. Without it
 // every such write would have the next sync, and every child event after
 // it, render and hash the children again.
 func (m *memo) carry(from, to *calibanv1alpha1.CalibanTask) {
 	if from.UID != to.UID || from.Generation != to.Generation || to.ResourceVersion == "" ||
-		from.Status.ResolvedWorkspace == nil || !apiequality.Semantic.DeepEqual(from.Status.ResolvedWorkspace, to.Status.ResolvedWorkspace) {
+		from.Status.ResolvedWorkspace == nil || !apiequality.Semantic.DeepEqual(from.Status.ResolvedWorkspace, to.Status.ResolvedWorkspace) ||
+		!apiequality.Semantic.DeepEqual(from.Status.Launch, to.Status.Launch) {
 		return
 	}
 	m.mu.Lock()

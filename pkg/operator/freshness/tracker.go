@@ -124,22 +124,22 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	case *View:
 		return o, nil
 	case *corev1.ServiceAccount:
-		v := &View{ObjectMeta: compactMeta(o)}
+		v := &View{ObjectMeta: compactMeta(o), Applied: appliedOfNonTask(o)}
 		if task := t.pinnedOwner(o); task != nil {
 			if want, hash, err := desiredServiceAccount(task, t.memo.partial(task).ServiceAccount); err == nil {
 				t.memo.record(task, ServiceAccount, hash)
-				if upToDate(o, want, hash) {
+				if want != nil && upToDate(o, want, hash) {
 					v.Holds = hash
 				}
 			}
 		}
 		return v, nil
 	case *networkingv1.NetworkPolicy:
-		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o)}
+		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Applied: appliedOfNonTask(o)}
 		if task := t.pinnedOwner(o); task != nil {
 			if want, hash, err := t.desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, t.memo.partial(task).NetworkPolicy); err == nil {
 				t.memo.record(task, NetworkPolicy, hash)
-				if upToDate(o, want, hash) {
+				if want != nil && upToDate(o, want, hash) {
 					v.Holds = hash
 				}
 			}
@@ -150,11 +150,11 @@ func (t *Tracker) Transform(obj any) (any, error) {
 		// all, alive for as long as the view.
 		status := o.Status
 		v := &View{ObjectMeta: compactMeta(o), SandboxStatus: &status, OperatingMode: o.Spec.OperatingMode,
-			RenderedBy: t.renderedBy(o), CalibandPort: builders.CalibandPortOf(&o.Spec.PodTemplate.Spec)}
+			RenderedBy: t.renderedBy(o), CalibandPort: builders.CalibandPortOf(&o.Spec.PodTemplate.Spec), Launch: launchType(o.Labels)}
 		if task := t.pinnedOwner(o); task != nil {
 			// Hashing the rendered Sandbox costs more than rendering it; the
 			// hash is taken once per version of the task.
-			if want, hash, err := t.desiredSandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(task).Sandbox); err == nil {
+			if want, hash, err := t.desiredSandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(task).Sandbox); err == nil && want != nil {
 				t.memo.record(task, Sandbox, hash)
 				// The comparison skips the apply configuration's kind, which
 				// a watch does not decode; the mode is compared on its own
@@ -169,6 +169,28 @@ func (t *Tracker) Transform(obj any) (any, error) {
 		return v, nil
 	}
 	return obj, nil
+}
+
+// launchType is a Sandbox's launch-type label, as one of two shared
+// strings.
+func launchType(labels map[string]string) string {
+	switch labels[builders.LabelLaunchType] {
+	case builders.LaunchTypeWarm:
+		return builders.LaunchTypeWarm
+	case builders.LaunchTypeCold:
+		return builders.LaunchTypeCold
+	}
+	return ""
+}
+
+// appliedOfNonTask is the applied-hash annotation of an object no task
+// controls (a warm pool's), which its own controller compares; "" for a
+// task's child, whose verdict is Holds.
+func appliedOfNonTask(o metav1.Object) string {
+	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "CalibanTask" {
+		return ""
+	}
+	return o.GetAnnotations()[AnnotationAppliedHash]
 }
 
 // pinnedOwner is the pinned task that controls a child, or nil.

@@ -39,11 +39,20 @@ type View struct {
 	// CalibandPort is the control port of a Sandbox's caliband container,
 	// where the task's endpoint is (0 when it has none).
 	CalibandPort int32
+	// Applied is the applied-hash annotation of a ServiceAccount or
+	// NetworkPolicy no task controls: a warm pool's, which the Workspace
+	// controller applies only when its rendering's hash differs.
+	Applied string
+	// Launch is a Sandbox's agents.x-k8s.io/launch-type label: warm when a
+	// claim took it from a pool, cold when the claim made it, "" for a
+	// task's own.
+	Launch string
 }
 
 // DeepCopyObject makes a View a runtime.Object, which a cache stores.
 func (v *View) DeepCopyObject() runtime.Object {
-	out := &View{TypeMeta: v.TypeMeta, Holds: v.Holds, OperatingMode: v.OperatingMode, RenderedBy: v.RenderedBy, CalibandPort: v.CalibandPort}
+	out := &View{TypeMeta: v.TypeMeta, Holds: v.Holds, OperatingMode: v.OperatingMode, RenderedBy: v.RenderedBy, CalibandPort: v.CalibandPort,
+		Applied: v.Applied, Launch: v.Launch}
 	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if v.SandboxStatus != nil {
 		out.SandboxStatus = v.SandboxStatus.DeepCopy()
@@ -55,6 +64,9 @@ func (v *View) DeepCopyObject() runtime.Object {
 // the operatingMode agent-sandbox accepted, caliband's port and the status.
 func (v *View) Sandbox() *sandboxv1beta1.Sandbox {
 	sb := &sandboxv1beta1.Sandbox{ObjectMeta: metav1.ObjectMeta{Name: v.Name, Namespace: v.Namespace, CreationTimestamp: v.CreationTimestamp}}
+	if v.Launch != "" {
+		sb.Labels = map[string]string{builders.LabelLaunchType: v.Launch}
+	}
 	sb.Spec.OperatingMode = LiveMode(v.OperatingMode)
 	if v.CalibandPort != 0 {
 		sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: builders.ContainerCaliband,

@@ -56,8 +56,10 @@ func build() (func(), error) {
 }
 
 // volumes is how many PersistentVolumes the package provides: one per
-// workspace claim its tests make, and some to spare.
-const volumes = 24
+// workspace claim its tests make, and some to spare. A warm pool takes one
+// for every Sandbox it ever makes: each refill, each roll; a released
+// volume is never bound again.
+const volumes = 48
 
 var (
 	bedOnce sync.Once

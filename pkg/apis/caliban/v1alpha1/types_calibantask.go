@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // +genclient
@@ -16,6 +17,7 @@ import (
 // +kubebuilder:printcolumn:name=Reason,type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1,description="Why the task is in its phase: the Ready condition's reason"
 // +kubebuilder:printcolumn:name=Suspend,type=boolean,JSONPath=`.spec.suspend`,priority=1
 // +kubebuilder:printcolumn:name=Finished,type=date,JSONPath=`.status.completionTime`,priority=1,description="When the task finished: prospero's settle time, or its deadline"
+// +kubebuilder:printcolumn:name=Launch,type=string,JSONPath=`.status.launch.type`,priority=1,description="Warm: claimed from the Workspace's warm pool; Cold: a Sandbox of its own"
 // +kubebuilder:printcolumn:name=Requested-By,type=string,JSONPath=`.status.requestedBy`,priority=1,description="Who created the task, as the admission component recorded it"
 // +kubebuilder:selectablefield:JSONPath=`.status.permissionPosture`
 
@@ -344,6 +346,53 @@ type CalibanTaskStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// launch says how the task's Sandbox was asked for, decided once with
+	// its first child: Warm (a SandboxClaim on the Workspace's warm pool)
+	// or Cold (a Sandbox of its own), and why not warm.
+	// +optional
+	Launch *Launch `json:"launch,omitempty"`
+}
+
+// LaunchType is the path a task's Sandbox took.
+// +kubebuilder:validation:Enum=Warm;Cold
+type LaunchType string
+
+// Launch types.
+const (
+	// LaunchWarm: a SandboxClaim on the Workspace's warm pool, which hands
+	// over a ready Sandbox, or makes one from the pool's template when it
+	// has none ready.
+	LaunchWarm LaunchType = "Warm"
+	// LaunchCold: a Sandbox of the task's own.
+	LaunchCold LaunchType = "Cold"
+)
+
+// Launch is the path a task's Sandbox took, and why.
+type Launch struct {
+	// type is Warm or Cold.
+	// +required
+	Type LaunchType `json:"type"`
+	// reason is a CamelCase word for why: WarmPool, or why not
+	// (NoWarmPool, WarmPoolUnavailable, RenderingDiffers, ...).
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// message says it in a sentence.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// claim is the task's SandboxClaim once it exists (Warm only): its
+	// UID is on the pod the claim holds, and the task's NetworkPolicy
+	// selects the pod by it.
+	// +optional
+	Claim *ClaimReference `json:"claim,omitempty"`
+}
+
+// ClaimReference names a SandboxClaim and pins its UID.
+type ClaimReference struct {
+	// +required
+	Name string `json:"name"`
+	// +required
+	UID types.UID `json:"uid"`
 }
 
 // SandboxReference names the task's agent-sandbox Sandbox.

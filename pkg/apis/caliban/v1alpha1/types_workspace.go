@@ -12,6 +12,8 @@ import (
 // +kubebuilder:printcolumn:name=Phase,type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name=Age,type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name=Message,type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name=Warm,type=integer,JSONPath=`.status.warmPool.readyReplicas`,priority=1,description="Ready Sandboxes in the warm pool"
+// +kubebuilder:printcolumn:name=Pool,type=integer,JSONPath=`.spec.warmPool.replicas`,priority=1,description="The warm pool's size"
 
 // Workspace is durable configuration for agent sessions: git sources, named
 // model providers and their credential references, environment, isolation,
@@ -85,6 +87,25 @@ type WorkspaceSpec struct {
 	// run unattended. A task cannot override it.
 	// +optional
 	AgentPolicy *AgentPolicy `json:"agentPolicy,omitempty"`
+
+	// warmPool keeps Sandboxes of this workspace's current configuration
+	// ready in agent-sandbox's warm pool, so that a task whose pin matches
+	// them starts in about a second instead of waiting for a new volume.
+	// Absent, or replicas 0: no pool, every task starts cold. Needs
+	// agent-sandbox's extensions API; without it tasks start cold and
+	// status.conditions says so.
+	// +optional
+	WarmPool *WarmPool `json:"warmPool,omitempty"`
+}
+
+// WarmPool sizes a Workspace's warm pool.
+type WarmPool struct {
+	// replicas is how many unclaimed Sandboxes the pool keeps ready; a
+	// claimed one is replaced at once. 0 turns the pool off.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	Replicas int32 `json:"replicas,omitempty"`
 }
 
 // WorkspacePhase is the lifecycle phase of a Workspace.
@@ -121,6 +142,27 @@ type WorkspaceStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// warmPool reports the warm pool while spec.warmPool asks for one; the
+	// WarmPoolReady condition says why it is not ready.
+	// +optional
+	WarmPool *WarmPoolStatus `json:"warmPool,omitempty"`
+}
+
+// WarmPoolStatus is what the warm pool serves and how full it is.
+type WarmPoolStatus struct {
+	// replicas is the size spec.warmPool asks for.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// readyReplicas counts the unclaimed Sandboxes ready to be claimed,
+	// as agent-sandbox reports them.
+	// +optional
+	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
+	// template is the SandboxTemplate the pool serves: its name ends in
+	// the hash of the rendering, so a task whose pin renders to the same
+	// name takes the warm path.
+	// +optional
+	Template string `json:"template,omitempty"`
 }
 
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object

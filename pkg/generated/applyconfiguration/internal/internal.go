@@ -303,6 +303,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementRelationship: associative
           keys:
           - type
+    - name: launch
+      type:
+        namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.Launch
     - name: observedGeneration
       type:
         scalar: numeric
@@ -327,6 +330,17 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: startTime
       type:
         namedType: Time.v1.meta.apis.pkg.apimachinery.k8s.io
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.ClaimReference
+  map:
+    fields:
+    - name: name
+      type:
+        scalar: string
+      default: ""
+    - name: uid
+      type:
+        scalar: string
+      default: ""
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.Egress
   map:
     fields:
@@ -368,6 +382,22 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: worktrees
       type:
         scalar: string
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.Launch
+  map:
+    fields:
+    - name: claim
+      type:
+        namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.ClaimReference
+    - name: message
+      type:
+        scalar: string
+    - name: reason
+      type:
+        scalar: string
+    - name: type
+      type:
+        scalar: string
+      default: ""
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.LifecycleSpec
   map:
     fields:
@@ -523,6 +553,24 @@ var schemaYAML = typed.YAMLObject(`types:
       type:
         scalar: string
       default: ""
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.WarmPool
+  map:
+    fields:
+    - name: replicas
+      type:
+        scalar: numeric
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.WarmPoolStatus
+  map:
+    fields:
+    - name: readyReplicas
+      type:
+        scalar: numeric
+    - name: replicas
+      type:
+        scalar: numeric
+    - name: template
+      type:
+        scalar: string
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.Workspace
   map:
     fields:
@@ -588,6 +636,9 @@ var schemaYAML = typed.YAMLObject(`types:
           elementType:
             namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.Source
           elementRelationship: atomic
+    - name: warmPool
+      type:
+        namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.WarmPool
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.WorkspaceStatus
   map:
     fields:
@@ -608,6 +659,39 @@ var schemaYAML = typed.YAMLObject(`types:
     - name: phase
       type:
         scalar: string
+    - name: warmPool
+      type:
+        namedType: com.github.caliban-ai.caliban-operator.pkg.apis.caliban.v1alpha1.WarmPoolStatus
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.extensions.v1beta1.SandboxClaim
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.extensions.v1beta1.SandboxTemplate
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
+- name: com.github.caliban-ai.caliban-operator.pkg.apis.extensions.v1beta1.SandboxWarmPool
+  scalar: untyped
+  list:
+    elementType:
+      namedType: __untyped_atomic_
+    elementRelationship: atomic
+  map:
+    elementType:
+      namedType: __untyped_deduced_
+    elementRelationship: separable
 - name: com.github.caliban-ai.caliban-operator.pkg.apis.sandbox.v1beta1.Sandbox
   scalar: untyped
   list:

@@ -11,6 +11,7 @@ import (
 	http "net/http"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/caliban/v1alpha1"
+	extensionsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/extensions/v1beta1"
 	agentsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/sandbox/v1beta1"
 	discovery "k8s.io/client-go/discovery"
 	rest "k8s.io/client-go/rest"
@@ -20,19 +21,26 @@ import (
 type Interface interface {
 	Discovery() discovery.DiscoveryInterfaces
 	CalibanV1alpha1() calibanv1alpha1.CalibanV1alpha1Interface
+	ExtensionsV1beta1() extensionsv1beta1.ExtensionsV1beta1Interface
 	AgentsV1beta1() agentsv1beta1.AgentsV1beta1Interface
 }
 
 // Clientset contains the clients for groups.
 type Clientset struct {
 	*discovery.DiscoveryClient
-	calibanV1alpha1 *calibanv1alpha1.CalibanV1alpha1Client
-	agentsV1beta1   *agentsv1beta1.AgentsV1beta1Client
+	calibanV1alpha1   *calibanv1alpha1.CalibanV1alpha1Client
+	extensionsV1beta1 *extensionsv1beta1.ExtensionsV1beta1Client
+	agentsV1beta1     *agentsv1beta1.AgentsV1beta1Client
 }
 
 // CalibanV1alpha1 retrieves the CalibanV1alpha1Client
 func (c *Clientset) CalibanV1alpha1() calibanv1alpha1.CalibanV1alpha1Interface {
 	return c.calibanV1alpha1
+}
+
+// ExtensionsV1beta1 retrieves the ExtensionsV1beta1Client
+func (c *Clientset) ExtensionsV1beta1() extensionsv1beta1.ExtensionsV1beta1Interface {
+	return c.extensionsV1beta1
 }
 
 // AgentsV1beta1 retrieves the AgentsV1beta1Client
@@ -88,6 +96,10 @@ func NewForConfigAndClient(c *rest.Config, httpClient *http.Client) (*Clientset,
 	if err != nil {
 		return nil, err
 	}
+	cs.extensionsV1beta1, err = extensionsv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
+	if err != nil {
+		return nil, err
+	}
 	cs.agentsV1beta1, err = agentsv1beta1.NewForConfigAndClient(&configShallowCopy, httpClient)
 	if err != nil {
 		return nil, err
@@ -114,6 +126,7 @@ func NewForConfigOrDie(c *rest.Config) *Clientset {
 func New(c rest.Interface) *Clientset {
 	var cs Clientset
 	cs.calibanV1alpha1 = calibanv1alpha1.New(c)
+	cs.extensionsV1beta1 = extensionsv1beta1.New(c)
 	cs.agentsV1beta1 = agentsv1beta1.New(c)
 
 	cs.DiscoveryClient = discovery.NewDiscoveryClient(c)

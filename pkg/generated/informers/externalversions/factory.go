@@ -14,6 +14,7 @@ import (
 
 	versioned "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	caliban "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban"
+	extensions "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/extensions"
 	internalinterfaces "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/internalinterfaces"
 	v1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	runtime "k8s.io/apimachinery/pkg/runtime"
@@ -314,8 +315,13 @@ type SharedInformerFactory interface {
 	InformerFor(obj runtime.Object, newFunc internalinterfaces.NewInformerFunc) cache.SharedIndexInformer
 
 	Caliban() caliban.Interface
+	Extensions() extensions.Interface
 }
 
 func (f *sharedInformerFactory) Caliban() caliban.Interface {
 	return caliban.New(f, f.namespace, f.tweakListOptions)
+}
+
+func (f *sharedInformerFactory) Extensions() extensions.Interface {
+	return extensions.New(f, f.namespace, f.tweakListOptions)
 }

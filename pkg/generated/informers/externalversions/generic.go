@@ -10,6 +10,7 @@ import (
 	fmt "fmt"
 
 	v1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	v1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	schema "k8s.io/apimachinery/pkg/runtime/schema"
 	cache "k8s.io/client-go/tools/cache"
 )
@@ -45,6 +46,14 @@ func (f *sharedInformerFactory) ForResource(resource schema.GroupVersionResource
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Caliban().V1alpha1().CalibanTasks().Informer()}, nil
 	case v1alpha1.SchemeGroupVersion.WithResource("workspaces"):
 		return &genericInformer{resource: resource.GroupResource(), informer: f.Caliban().V1alpha1().Workspaces().Informer()}, nil
+
+		// Group=extensions.agents.x-k8s.io, Version=v1beta1
+	case v1beta1.SchemeGroupVersion.WithResource("sandboxclaims"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Extensions().V1beta1().SandboxClaims().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("sandboxtemplates"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Extensions().V1beta1().SandboxTemplates().Informer()}, nil
+	case v1beta1.SchemeGroupVersion.WithResource("sandboxwarmpools"):
+		return &genericInformer{resource: resource.GroupResource(), informer: f.Extensions().V1beta1().SandboxWarmPools().Informer()}, nil
 
 	}
 

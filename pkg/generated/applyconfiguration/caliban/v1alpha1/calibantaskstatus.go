@@ -58,6 +58,10 @@ type CalibanTaskStatusApplyConfiguration struct {
 	// AgentsSettled (True with reason Succeeded or Failed once every agent
 	// has finished) and AgentsDrained (its answer to a drain).
 	Conditions []metav1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// launch says how the task's Sandbox was asked for, decided once with
+	// its first child: Warm (a SandboxClaim on the Workspace's warm pool)
+	// or Cold (a Sandbox of its own), and why not warm.
+	Launch *LaunchApplyConfiguration `json:"launch,omitempty"`
 }
 
 // CalibanTaskStatusApplyConfiguration constructs a declarative configuration of the CalibanTaskStatus type for use with
@@ -164,5 +168,13 @@ func (b *CalibanTaskStatusApplyConfiguration) WithConditions(values ...*metav1.C
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithLaunch sets the Launch field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Launch field is set to the value of the last call.
+func (b *CalibanTaskStatusApplyConfiguration) WithLaunch(value *LaunchApplyConfiguration) *CalibanTaskStatusApplyConfiguration {
+	b.Launch = value
 	return b
 }

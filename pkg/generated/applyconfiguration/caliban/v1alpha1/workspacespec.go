@@ -39,6 +39,13 @@ type WorkspaceSpecApplyConfiguration struct {
 	// agentPolicy says what agents here may do, including whether they may
 	// run unattended. A task cannot override it.
 	AgentPolicy *AgentPolicyApplyConfiguration `json:"agentPolicy,omitempty"`
+	// warmPool keeps Sandboxes of this workspace's current configuration
+	// ready in agent-sandbox's warm pool, so that a task whose pin matches
+	// them starts in about a second instead of waiting for a new volume.
+	// Absent, or replicas 0: no pool, every task starts cold. Needs
+	// agent-sandbox's extensions API; without it tasks start cold and
+	// status.conditions says so.
+	WarmPool *WarmPoolApplyConfiguration `json:"warmPool,omitempty"`
 }
 
 // WorkspaceSpecApplyConfiguration constructs a declarative configuration of the WorkspaceSpec type for use with
@@ -123,5 +130,13 @@ func (b *WorkspaceSpecApplyConfiguration) WithEgress(value *EgressApplyConfigura
 // If called multiple times, the AgentPolicy field is set to the value of the last call.
 func (b *WorkspaceSpecApplyConfiguration) WithAgentPolicy(value *AgentPolicyApplyConfiguration) *WorkspaceSpecApplyConfiguration {
 	b.AgentPolicy = value
+	return b
+}
+
+// WithWarmPool sets the WarmPool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WarmPool field is set to the value of the last call.
+func (b *WorkspaceSpecApplyConfiguration) WithWarmPool(value *WarmPoolApplyConfiguration) *WorkspaceSpecApplyConfiguration {
+	b.WarmPool = value
 	return b
 }

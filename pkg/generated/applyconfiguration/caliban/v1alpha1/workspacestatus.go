@@ -25,6 +25,9 @@ type WorkspaceStatusApplyConfiguration struct {
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// conditions are the standard conditions; the operator owns Ready.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// warmPool reports the warm pool while spec.warmPool asks for one; the
+	// WarmPoolReady condition says why it is not ready.
+	WarmPool *WarmPoolStatusApplyConfiguration `json:"warmPool,omitempty"`
 }
 
 // WorkspaceStatusApplyConfiguration constructs a declarative configuration of the WorkspaceStatus type for use with
@@ -67,5 +70,13 @@ func (b *WorkspaceStatusApplyConfiguration) WithConditions(values ...*v1.Conditi
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithWarmPool sets the WarmPool field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the WarmPool field is set to the value of the last call.
+func (b *WorkspaceStatusApplyConfiguration) WithWarmPool(value *WarmPoolStatusApplyConfiguration) *WorkspaceStatusApplyConfiguration {
+	b.WarmPool = value
 	return b
 }

@@ -11,6 +11,8 @@ import (
 	clientset "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/caliban/v1alpha1"
 	fakecalibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/caliban/v1alpha1/fake"
+	extensionsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/extensions/v1beta1"
+	fakeextensionsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/extensions/v1beta1/fake"
 	agentsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/sandbox/v1beta1"
 	fakeagentsv1beta1 "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/sandbox/v1beta1/fake"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,6 +131,11 @@ var (
 // CalibanV1alpha1 retrieves the CalibanV1alpha1Client
 func (c *Clientset) CalibanV1alpha1() calibanv1alpha1.CalibanV1alpha1Interface {
 	return &fakecalibanv1alpha1.FakeCalibanV1alpha1{Fake: &c.Fake}
+}
+
+// ExtensionsV1beta1 retrieves the ExtensionsV1beta1Client
+func (c *Clientset) ExtensionsV1beta1() extensionsv1beta1.ExtensionsV1beta1Interface {
+	return &fakeextensionsv1beta1.FakeExtensionsV1beta1{Fake: &c.Fake}
 }
 
 // AgentsV1beta1 retrieves the AgentsV1beta1Client

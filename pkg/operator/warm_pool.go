@@ -1,0 +1,250 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	extclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/extensions/v1beta1"
+	extinformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/extensions/v1beta1"
+	extlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/extensions/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
+)
+
+// The writes of warm pools (see write.go).
+const (
+	writeTemplate = "sandboxtemplate"
+	writeWarmPool = "sandboxwarmpool"
+	writeClaim    = "sandboxclaim"
+)
+
+// EventWarmPoolRolled: a Workspace's pool serves a new rendering
+// (docs/warm-start.md).
+const EventWarmPoolRolled = "WarmPoolRolled"
+
+var workspaceGroupKind = schema.GroupKind{Group: calibanv1alpha1.GroupName, Kind: "Workspace"}
+
+// WarmPoolInformers are what a controller reads of agent-sandbox's
+// extensions: whether they are served, and the caches of the objects the
+// operator made with them. The caches start only once API says the
+// extensions are served.
+type WarmPoolInformers struct {
+	API SandboxAPI
+	// Client writes templates, pools and claims.
+	Client    extclient.ExtensionsV1beta1Interface
+	Templates extinformers.SandboxTemplateInformer
+	Pools     extinformers.SandboxWarmPoolInformer
+	Claims    extinformers.SandboxClaimInformer
+	// The informers of the task controller's children, which keep
+	// freshness views: a pool's ServiceAccount and NetworkPolicies are
+	// among them.
+	ServiceAccounts coreinformers.ServiceAccountInformer
+	NetworkPolicies networkinginformers.NetworkPolicyInformer
+}
+
+// warmPools keeps the warm pools of Workspaces (docs/adr/0026-warm-start.md):
+// a template per rendering, the pool, its ServiceAccount and two
+// NetworkPolicies, each applied only when its cache does not hold it.
+type warmPools struct {
+	ext       SandboxAPI
+	client    extclient.ExtensionsV1beta1Interface
+	templates extlisters.SandboxTemplateLister
+	pools     extlisters.SandboxWarmPoolLister
+	// serviceAccounts and networkPolicies are the stores of the task
+	// controller's child informers, which keep freshness views.
+	serviceAccounts, networkPolicies cache.Store
+}
+
+// unavailableMessage is why a Workspace has no pool while the extensions
+// are not served.
+var unavailableMessage = fmt.Sprintf("agent-sandbox's extensions API %s is not served (run its controller with --extensions and install its extension CRDs)",
+	extv1beta1.SchemeGroupVersion)
+
+// sync keeps ws's pool as its spec and the operator's settings render it,
+// and says what it found. problem is ws's validation problem: an invalid
+// Workspace keeps the pool it had, untouched, since no task can be
+// admitted against it and it may be fixed in a moment.
+func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alpha1.Workspace, problem string) (*builders.WarmPoolObservation, error) {
+	w := c.warm
+	if builders.WarmReplicas(ws) == 0 {
+		return nil, c.removeWarmPool(ctx, ws, "")
+	}
+	if problem != "" {
+		return &builders.WarmPoolObservation{}, nil
+	}
+	if p := builders.WarmSourcesProblem(ws.Spec.Sources); p != "" {
+		return &builders.WarmPoolObservation{Reason: builders.ReasonSourcesNotPinned, Problem: p}, c.removeWarmPool(ctx, ws, "")
+	}
+	pin, ok := builders.PoolPin(ws)
+	if !ok {
+		return &builders.WarmPoolObservation{}, nil
+	}
+	r, err := builders.RenderWarm(builders.PoolTask(ws), pin, c.settings)
+	if err != nil {
+		return nil, err
+	}
+	ns := ws.Namespace
+	sa := builders.BuildWarmServiceAccount(ws)
+	if err := applyPoolChild(ctx, w.serviceAccounts, ws, *sa.Name, sa, func(body runtime.ApplyConfiguration) error {
+		_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *sa.Name, body)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	for _, np := range []*networkingv1ac.NetworkPolicyApplyConfiguration{builders.BuildWarmIsolationPolicy(ws), builders.BuildWarmUnclaimedPolicy(ws, r)} {
+		if err := applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, func(body runtime.ApplyConfiguration) error {
+			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *np.Name, body)
+			return err
+		}); err != nil {
+			return nil, err
+		}
+	}
+	if !w.ext.Served() {
+		return &builders.WarmPoolObservation{Reason: builders.ReasonWarmPoolUnavailable, Problem: unavailableMessage}, nil
+	}
+
+	template := builders.WarmTemplateName(ws.Name, r.Hash)
+	if cached, err := w.templates.SandboxTemplates(ns).Get(template); err != nil || !metav1.IsControlledBy(cached, ws) {
+		klog.FromContext(ctx).V(4).Info("Applying SandboxTemplate", "name", template)
+		if _, err := apply(ctx, writeTemplate, w.client.SandboxTemplates(ns), template, builders.BuildWarmTemplate(ws, r)); err != nil {
+			return nil, fmt.Errorf("applying SandboxTemplate %s/%s: %w", ns, template, err)
+		}
+	}
+	pool, _ := w.pools.SandboxWarmPools(ns).Get(builders.WarmPoolName(ws.Name))
+	if pool != nil && !metav1.IsControlledBy(pool, ws) {
+		pool = nil
+	}
+	if !poolHolds(pool, builders.WarmReplicas(ws), template) {
+		name := builders.WarmPoolName(ws.Name)
+		written, err := apply(ctx, writeWarmPool, w.client.SandboxWarmPools(ns), name, builders.BuildWarmPool(ws, template))
+		if err != nil {
+			return nil, fmt.Errorf("applying SandboxWarmPool %s/%s: %w", ns, name, err)
+		}
+		if pool != nil && pool.Spec.TemplateRef.Name != template {
+			c.recorder.Event(ws, corev1.EventTypeNormal, EventWarmPoolRolled, "Roll",
+				fmt.Sprintf("warm pool %s rolls from SandboxTemplate %s to %s; claimed Sandboxes keep what they have", name, pool.Spec.TemplateRef.Name, template))
+		}
+		pool = written
+	}
+	// Old renderings' templates go once the pool, as its cache has it,
+	// serves the new one: a claim reads its pool's template, never an old
+	// one, and a claimed Sandbox needs none.
+	if cached, _ := w.pools.SandboxWarmPools(ns).Get(pool.Name); cached != nil && cached.Spec.TemplateRef.Name == template {
+		if err := c.deleteTemplates(ctx, ws, template); err != nil {
+			return nil, err
+		}
+	}
+	return &builders.WarmPoolObservation{Template: template, Pool: pool}, nil
+}
+
+// poolHolds reports that a cached pool is the one to apply: the size the
+// Workspace asks for (a scale from elsewhere is undone: the Workspace owns
+// it), the template, and Recreate.
+func poolHolds(pool *extv1beta1.SandboxWarmPool, replicas int32, template string) bool {
+	return pool != nil && pool.Spec.Replicas != nil && *pool.Spec.Replicas == replicas &&
+		pool.Spec.TemplateRef.Name == template &&
+		pool.Spec.UpdateStrategy != nil && pool.Spec.UpdateStrategy.Type == extv1beta1.UpdateStrategyRecreate
+}
+
+// applyPoolChild applies a ServiceAccount or NetworkPolicy of ws's pool,
+// stamped with its applied hash, unless the cache holds one of ws with the
+// same stamp.
+func applyPoolChild[T interface {
+	runtime.ApplyConfiguration
+	WithAnnotations(map[string]string) T
+}](ctx context.Context, store cache.Store, ws *calibanv1alpha1.Workspace, name string, child T, write func(runtime.ApplyConfiguration) error) error {
+	hash, err := freshness.AppliedHash(child)
+	if err != nil {
+		return err
+	}
+	if obj, exists, _ := store.GetByKey(ws.Namespace + "/" + name); exists {
+		if v, ok := obj.(*freshness.View); ok && v.Applied == hash && metav1.IsControlledBy(v, ws) {
+			return nil
+		}
+	}
+	klog.FromContext(ctx).V(4).Info("Applying a warm pool's child", "name", name)
+	if err := write(child.WithAnnotations(map[string]string{freshness.AnnotationAppliedHash: hash})); err != nil {
+		return fmt.Errorf("applying %s/%s: %w", ws.Namespace, name, err)
+	}
+	return nil
+}
+
+// removeWarmPool deletes ws's pool, its templates but keep, and the
+// unclaimed pods' policy, as far as the caches have them. The
+// ServiceAccount and the isolation policy stay for the Workspace's life:
+// a suspended warm task resumes into a new pod that runs as the one and is
+// cut off by the other.
+func (c *WorkspaceController) removeWarmPool(ctx context.Context, ws *calibanv1alpha1.Workspace, keep string) error {
+	w := c.warm
+	if obj, exists, _ := w.networkPolicies.GetByKey(ws.Namespace + "/" + builders.WarmUnclaimedPolicyName(ws.Name)); exists {
+		if v, ok := obj.(*freshness.View); ok && metav1.IsControlledBy(v, ws) {
+			if err := deleteOwned(ctx, c.kube.NetworkingV1().NetworkPolicies(ws.Namespace), v.Name, v.UID); err != nil {
+				return err
+			}
+		}
+	}
+	if !w.ext.Served() {
+		return nil
+	}
+	if pool, err := w.pools.SandboxWarmPools(ws.Namespace).Get(builders.WarmPoolName(ws.Name)); err == nil && metav1.IsControlledBy(pool, ws) {
+		klog.FromContext(ctx).Info("Deleting the warm pool the Workspace no longer asks for", "pool", pool.Name)
+		if err := deleteOwned(ctx, w.client.SandboxWarmPools(ws.Namespace), pool.Name, pool.UID); err != nil {
+			return err
+		}
+	}
+	return c.deleteTemplates(ctx, ws, keep)
+}
+
+// deleteTemplates deletes the cached templates of ws's pool but keep.
+func (c *WorkspaceController) deleteTemplates(ctx context.Context, ws *calibanv1alpha1.Workspace, keep string) error {
+	selector := labels.SelectorFromSet(labels.Set{builders.LabelWarmPool: builders.TaskLabelValue(ws.Name)})
+	templates, err := c.warm.templates.SandboxTemplates(ws.Namespace).List(selector)
+	if err != nil {
+		return err
+	}
+	for _, t := range templates {
+		if t.Name == keep || !metav1.IsControlledBy(t, ws) {
+			continue
+		}
+		klog.FromContext(ctx).V(2).Info("Deleting the SandboxTemplate of an older rendering", "name", t.Name)
+		if err := deleteOwned(ctx, c.warm.client.SandboxTemplates(ws.Namespace), t.Name, t.UID); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deleter is the Delete method of a typed client.
+type deleter interface {
+	Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error
+}
+
+// deleteOwned deletes the object name if it still has uid: one re-made
+// under the name since the cache saw it is another object.
+func deleteOwned(ctx context.Context, client deleter, name string, uid types.UID) error {
+	err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("deleting %s: %w", name, err)
+	}
+	tracing.RecordWrite(ctx, writeDelete)
+	return nil
+}

@@ -1,0 +1,375 @@
+package operator
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	core "k8s.io/client-go/testing"
+
+	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
+)
+
+// warmWorkspace asks for a pool of two; its only provider needs the "key"
+// Secret.
+func warmWorkspace(mods ...func(*calibanv1alpha1.Workspace)) *calibanv1alpha1.Workspace {
+	return workspace(append([]func(*calibanv1alpha1.Workspace){func(ws *calibanv1alpha1.Workspace) {
+		ws.Spec.WarmPool = &calibanv1alpha1.WarmPool{Replicas: 2}
+	}}, mods...)...)
+}
+
+// feedBackPool puts what the fake clientsets hold of ws and its pool into
+// the caches, as the informers would deliver it.
+func (f *fixture) feedBackPool(ws *calibanv1alpha1.Workspace) *calibanv1alpha1.Workspace {
+	f.t.Helper()
+	stored, err := f.caliban.CalibanV1alpha1().Workspaces(ws.Namespace).Get(f.ctx, ws.Name, metaGet)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.cache(f.calibanInformers.Caliban().V1alpha1().Workspaces().Informer(), stored)
+	if sa, err := f.kube.CoreV1().ServiceAccounts(ws.Namespace).Get(f.ctx, builders.WarmPoolName(ws.Name), metaGet); err == nil {
+		f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
+	}
+	nps, err := f.kube.NetworkingV1().NetworkPolicies(ws.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for i := range nps.Items {
+		f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), &nps.Items[i])
+	}
+	ext := f.calibanInformers.Extensions().V1beta1()
+	templates, err := f.caliban.ExtensionsV1beta1().SandboxTemplates(ws.Namespace).List(f.ctx, metav1.ListOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, obj := range ext.SandboxTemplates().Informer().GetStore().List() {
+		_ = ext.SandboxTemplates().Informer().GetStore().Delete(obj)
+	}
+	for i := range templates.Items {
+		f.cache(ext.SandboxTemplates().Informer(), &templates.Items[i])
+	}
+	if pool, err := f.caliban.ExtensionsV1beta1().SandboxWarmPools(ws.Namespace).Get(f.ctx, builders.WarmPoolName(ws.Name), metaGet); err == nil {
+		f.cache(ext.SandboxWarmPools().Informer(), pool)
+	} else if p, exists, _ := ext.SandboxWarmPools().Informer().GetStore().GetByKey(ws.Namespace + "/" + builders.WarmPoolName(ws.Name)); exists {
+		_ = ext.SandboxWarmPools().Informer().GetStore().Delete(p)
+	}
+	return stored
+}
+
+func TestAWorkspaceKeepsTheWarmPoolItsSpecRenders(t *testing.T) {
+	f := newFixture(t)
+	f.extensionsAPI.missing = false
+	ws := warmWorkspace()
+	f.seed(ws, secret("key", "api-key"))
+	f.taskController() // its transform views the children's caches
+	c := f.workspaceController()
+	sync := func() {
+		t.Helper()
+		f.resetActions()
+		if _, err := c.syncWorkspace(f.ctx, key(ws)); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	sync()
+	pin, _ := builders.PoolPin(ws)
+	r, err := builders.RenderWarm(builders.PoolTask(ws), pin, c.settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := builders.WarmTemplateName(ws.Name, r.Hash)
+	want := []string{
+		"patch serviceaccounts ws-warm", "patch networkpolicies ws-warm-isolation", "patch networkpolicies ws-warm-unclaimed",
+		"patch sandboxtemplates " + first, "patch sandboxwarmpools ws-warm", "patch workspaces/status ws",
+	}
+	if got := f.writes(); !slices.Equal(got, want) {
+		t.Fatalf("first sync wrote %v, want %v", got, want)
+	}
+	stored := f.feedBackPool(ws)
+	cond := meta.FindStatusCondition(stored.Status.Conditions, builders.ConditionWarmPoolReady)
+	if stored.Status.WarmPool == nil || stored.Status.WarmPool.Template != first || cond == nil || cond.Reason != builders.ReasonWarmPoolFilling {
+		t.Errorf("status.warmPool %+v, WarmPoolReady %+v; want the template %s, Filling", stored.Status.WarmPool, cond, first)
+	}
+	pool, err := f.caliban.ExtensionsV1beta1().SandboxWarmPools("team").Get(f.ctx, "ws-warm", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !metav1.IsControlledBy(pool, ws) || *pool.Spec.Replicas != 2 || pool.Spec.TemplateRef.Name != first {
+		t.Errorf("pool %+v: want controlled by the Workspace, 2 replicas of %s", pool.Spec, first)
+	}
+
+	sync()
+	if got := f.writes(); len(got) != 0 {
+		t.Errorf("a second sync of the same Workspace wrote %v", got)
+	}
+
+	// An edit that changes the rendering rolls the pool to a new template;
+	// the old one goes once the pool's cache serves the new one.
+	edited := stored.DeepCopy()
+	edited.Generation++
+	edited.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "TEAM", Value: "a"}}
+	if _, err := f.caliban.CalibanV1alpha1().Workspaces("team").Update(f.ctx, edited, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.calibanInformers.Caliban().V1alpha1().Workspaces().Informer(), edited)
+	sync()
+	pin, _ = builders.PoolPin(edited)
+	r, _ = builders.RenderWarm(builders.PoolTask(edited), pin, c.settings)
+	second := builders.WarmTemplateName(ws.Name, r.Hash)
+	if second == first {
+		t.Fatal("an env edit did not change the rendering")
+	}
+	want = []string{"patch sandboxtemplates " + second, "patch sandboxwarmpools ws-warm", "patch workspaces/status ws"}
+	if got := f.writes(); !slices.Equal(got, want) {
+		t.Errorf("the edit wrote %v, want %v", got, want)
+	}
+	if got := f.events.reasons(); !slices.Equal(got, []string{EventWarmPoolRolled}) {
+		t.Errorf("events %v, want one %s", got, EventWarmPoolRolled)
+	}
+	f.feedBackPool(edited)
+	sync()
+	if got := f.writes(); !slices.Equal(got, []string{"delete sandboxtemplates " + first}) {
+		t.Errorf("once the pool serves the new template, the sync wrote %v, want the old template deleted", got)
+	}
+
+	// Turned off: the pool and what only it needs go; the ServiceAccount
+	// and the isolation policy stay for the warm tasks that may resume.
+	stored = f.feedBackPool(edited)
+	off := stored.DeepCopy()
+	off.Spec.WarmPool.Replicas = 0
+	f.cache(f.calibanInformers.Caliban().V1alpha1().Workspaces().Informer(), off)
+	sync()
+	want = []string{"delete networkpolicies ws-warm-unclaimed", "delete sandboxwarmpools ws-warm", "delete sandboxtemplates " + second, "patch workspaces/status ws"}
+	if got := f.writes(); !slices.Equal(got, want) {
+		t.Errorf("turning the pool off wrote %v, want %v", got, want)
+	}
+	stored, _ = f.caliban.CalibanV1alpha1().Workspaces("team").Get(f.ctx, "ws", metaGet)
+	if stored.Status.WarmPool != nil || meta.FindStatusCondition(stored.Status.Conditions, builders.ConditionWarmPoolReady) != nil {
+		t.Errorf("a Workspace without a pool reports %+v, %+v", stored.Status.WarmPool, stored.Status.Conditions)
+	}
+}
+
+func TestAWorkspaceSaysWhyItKeepsNoWarmPool(t *testing.T) {
+	for name, tc := range map[string]struct {
+		ws       *calibanv1alpha1.Workspace
+		served   bool
+		reason   string
+		contains string
+		writes   []string
+	}{
+		"the extensions API is not served": {ws: warmWorkspace(), reason: builders.ReasonWarmPoolUnavailable, contains: "--extensions",
+			writes: []string{"patch serviceaccounts ws-warm", "patch networkpolicies ws-warm-isolation", "patch networkpolicies ws-warm-unclaimed", "patch workspaces/status ws"}},
+		"a source follows a branch": {served: true, reason: builders.ReasonSourcesNotPinned, contains: "sources[0] 'app': ref 'main'",
+			ws: warmWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Sources = []calibanv1alpha1.Source{{Name: "app", Repo: "https://example.com/app.git", Ref: "main", Path: "/work/app"}}
+			}),
+			writes: []string{"patch workspaces/status ws"}},
+		"the Workspace is invalid": {served: true, reason: builders.ReasonWarmPoolWorkspaceInvalid,
+			ws:     warmWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Providers[0].CredentialsRef.SecretName = "missing" }),
+			writes: []string{"patch workspaces/status ws"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t)
+			f.extensionsAPI.missing = !tc.served
+			f.seed(tc.ws, secret("key", "api-key"))
+			f.taskController()
+			c := f.workspaceController()
+			if _, err := c.syncWorkspace(f.ctx, key(tc.ws)); err != nil {
+				t.Fatal(err)
+			}
+			if got := f.writes(); !slices.Equal(got, tc.writes) {
+				t.Errorf("wrote %v, want %v", got, tc.writes)
+			}
+			stored, _ := f.caliban.CalibanV1alpha1().Workspaces("team").Get(f.ctx, "ws", metaGet)
+			cond := meta.FindStatusCondition(stored.Status.Conditions, builders.ConditionWarmPoolReady)
+			if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != tc.reason || !strings.Contains(cond.Message, tc.contains) {
+				t.Errorf("WarmPoolReady %+v, want False %s holding %q", cond, tc.reason, tc.contains)
+			}
+		})
+	}
+}
+
+// warmFixture is a fixture whose Workspace keeps a pool the caches
+// know, and a task of it, not synced yet. The fake clientset gives the
+// claims it applies a UID, as the apiserver does.
+func warmFixture(t *testing.T) (*fixture, *TaskController, *calibanv1alpha1.CalibanTask, string) {
+	f := newFixture(t)
+	f.extensionsAPI.missing = false
+	ws := warmWorkspace()
+	tk := task()
+	f.seed(ws, tk, secret("key", "api-key"))
+	tc := f.taskController()
+	wc := f.workspaceController()
+	if _, err := wc.syncWorkspace(f.ctx, key(ws)); err != nil {
+		t.Fatal(err)
+	}
+	f.feedBackPool(ws)
+	f.caliban.PrependReactor("patch", "sandboxclaims", func(action core.Action) (bool, runtime.Object, error) {
+		p := action.(core.PatchAction)
+		claim := &extv1beta1.SandboxClaim{}
+		if err := json.Unmarshal(p.GetPatch(), claim); err != nil {
+			return true, nil, err
+		}
+		claim.UID = "claim-uid"
+		if err := f.caliban.Tracker().Add(claim); err != nil && !apierrors.IsAlreadyExists(err) {
+			return true, nil, err
+		}
+		stored, err := f.caliban.Tracker().Get(action.GetResource(), p.GetNamespace(), p.GetName())
+		return true, stored, err
+	})
+	pin, _ := builders.PoolPin(ws)
+	r, err := builders.RenderWarm(builders.PoolTask(ws), pin, tc.settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.resetActions()
+	return f, tc, tk, builders.WarmTemplateName(ws.Name, r.Hash)
+}
+
+// holdSandbox makes the task's claim hold Sandbox name, made from
+// template, ready: in the claim cache, and served to a GET.
+func (f *fixture) holdSandbox(tk *calibanv1alpha1.CalibanTask, name, template string) {
+	f.t.Helper()
+	claim, err := f.caliban.ExtensionsV1beta1().SandboxClaims("team").Get(f.ctx, builders.ClaimName(tk.Name), metaGet)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	claim.Status.Sandbox.Name = name
+	f.cache(f.calibanInformers.Extensions().V1beta1().SandboxClaims().Informer(), claim)
+	yes := true
+	sb := &sandboxv1beta1.Sandbox{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", UID: "sandbox-uid",
+			Annotations: map[string]string{builders.AnnotationSandboxTemplateRef: template},
+			Labels:      map[string]string{builders.LabelLaunchType: builders.LaunchTypeWarm},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: extv1beta1.SchemeGroupVersion.String(), Kind: "SandboxClaim",
+				Name: claim.Name, UID: claim.UID, Controller: &yes}}},
+		Status: sandboxv1beta1.SandboxStatus{ServiceFQDN: name + ".team.svc.cluster.local",
+			Conditions: []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "DependenciesReady"}}},
+	}
+	sb.Spec.PodTemplate.Spec.Containers = []corev1.Container{{Name: builders.ContainerCaliband,
+		Ports: []corev1.ContainerPort{{Name: builders.PortNameCaliband, ContainerPort: 8443}}}}
+	f.mu.Lock()
+	if f.servedSandboxes == nil {
+		f.servedSandboxes = map[string]*sandboxv1beta1.Sandbox{}
+	}
+	f.servedSandboxes["team/"+name] = sb
+	f.mu.Unlock()
+}
+
+func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
+	f, tc, tk, template := warmFixture(t)
+	sync := func() *calibanv1alpha1.CalibanTask {
+		t.Helper()
+		f.resetActions()
+		if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+			t.Fatal(err)
+		}
+		stored, err := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return stored
+	}
+
+	stored := sync()
+	want := []string{"patch networkpolicies fix-bug-netpol", "patch calibantasks/status fix-bug", "patch sandboxclaims fix-bug-claim", "patch calibantasks/status fix-bug"}
+	if got := f.writes(); !slices.Equal(got, want) {
+		t.Errorf("the first sync wrote %v, want %v: the pin with the launch, the claim, its UID, the policy", got, want)
+	}
+	l := stored.Status.Launch
+	if l == nil || l.Type != calibanv1alpha1.LaunchWarm || l.Claim == nil || l.Claim.UID != "claim-uid" || !strings.Contains(l.Message, template) {
+		t.Fatalf("launch %+v, want Warm from %s with the claim's UID", l, template)
+	}
+	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := np.Spec.PodSelector.MatchLabels; len(got) != 1 || got[builders.LabelClaimUID] != "claim-uid" {
+		t.Errorf("the policy selects %v, want the claim's pod by its UID", got)
+	}
+	if stored.Status.Phase != calibanv1alpha1.TaskProvisioning || stored.Status.SandboxRef != nil {
+		t.Errorf("phase %s sandboxRef %+v, want Provisioning and no Sandbox yet", stored.Status.Phase, stored.Status.SandboxRef)
+	}
+
+	// The claim holds a Sandbox of the task's rendering: the task gives it
+	// its labels and mode, and runs there.
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	f.holdSandbox(tk, "ws-warm-x7k2p", template)
+	stored = sync()
+	want = []string{"patch calibantasks/status fix-bug", "patch sandboxes ws-warm-x7k2p"}
+	if got := f.writes(); !slices.Equal(got, want) {
+		t.Errorf("the sync that found the Sandbox wrote %v, want %v", got, want)
+	}
+	applied := f.lastSandboxApply()
+	if labels := applied.GetLabels(); labels[builders.LabelTask] != "fix-bug" {
+		t.Errorf("the Sandbox was applied labels %v, want the task's", labels)
+	}
+	if spec, _, _ := unstructured.NestedMap(applied.Object, "spec"); len(spec) != 1 || spec["operatingMode"] != "Running" {
+		t.Errorf("the Sandbox apply sets spec %v, want only operatingMode Running", spec)
+	}
+	if stored.Status.Phase != calibanv1alpha1.TaskRunning || stored.Status.SandboxRef == nil || stored.Status.SandboxRef.Name != "ws-warm-x7k2p" ||
+		stored.Status.CalibandEndpoint != "ws-warm-x7k2p.team.svc.cluster.local:8443" {
+		t.Errorf("status %s %+v %q, want Running in ws-warm-x7k2p", stored.Status.Phase, stored.Status.SandboxRef, stored.Status.CalibandEndpoint)
+	}
+
+	// Once the cache has the labelled Sandbox, nothing is written.
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	f.mu.Lock()
+	served := f.servedSandboxes["team/ws-warm-x7k2p"].DeepCopy()
+	f.mu.Unlock()
+	served.Labels = builders.TaskLabels(tk)
+	served.Spec.OperatingMode = sandboxv1beta1.OperatingModeRunning
+	f.cache(f.sandboxInformer, served)
+	sync()
+	if got := f.writes(); len(got) != 0 {
+		t.Errorf("a steady warm task wrote %v", got)
+	}
+}
+
+func TestAWarmTaskServedAnotherRenderingStartsCold(t *testing.T) {
+	f, tc, tk, _ := warmFixture(t)
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	f.holdSandbox(tk, "ws-warm-x7k2p", "ws-warm-0000000000")
+	f.resetActions()
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.writes(); !slices.Contains(got, "delete sandboxclaims fix-bug-claim") || slices.Contains(got, "patch sandboxes ws-warm-x7k2p") {
+		t.Errorf("wrote %v, want the claim deleted and its Sandbox left alone", got)
+	}
+	stored, _ = f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	if l := stored.Status.Launch; l == nil || l.Type != calibanv1alpha1.LaunchCold || l.Reason != builders.ReasonWarmPoolRolled {
+		t.Fatalf("launch %+v, want Cold, WarmPoolRolled", l)
+	}
+	if !slices.Contains(f.events.reasons(), EventColdStart) {
+		t.Errorf("events %v, want a %s", f.events.reasons(), EventColdStart)
+	}
+	// The next sync starts it cold, with children of its own.
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	f.resetActions()
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	got := f.writes()
+	for _, w := range []string{"patch serviceaccounts fix-bug-sa", "patch networkpolicies fix-bug-netpol", "patch sandboxes fix-bug-sbx"} {
+		if !slices.Contains(got, w) {
+			t.Errorf("the cold start wrote %v, want %q among them", got, w)
+		}
+	}
+}
