@@ -95,7 +95,7 @@ test: test-unit test-fuzz test-integration ## Unit tests, bounded fuzzing, integ
 	@$(PHASE) --summary
 
 .PHONY: bench
-bench: tools ## Benchmark the operator on a fresh test cluster; writes test/bench/results/ (BENCH_N=1000; BENCH_AGENT_SANDBOX=real: through agent-sandbox's controller).
+bench: tools ## Benchmark the operator on a fresh test cluster; writes test/bench/results/ (BENCH_N=1000; BENCH_AGENT_SANDBOX=real: through agent-sandbox's controller; =warm: warm pools against agent-sandbox's own claims, and the cold path).
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/caliban-operator ./cmd/caliban-operator
 	$(GO) run ./test/bench
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
@@ -81,6 +82,13 @@ func DecideLaunch(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.Resolv
 	}
 	return calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm, Reason: ReasonLaunchWarmPool,
 		Message: fmt.Sprintf("claims a Sandbox from warm pool '%s' (SandboxTemplate '%s')", WarmPoolName(ws), offer.Template)}, nil
+}
+
+// WarmClaimed is the launch of a task whose claim exists already.
+func WarmClaimed(task *calibanv1alpha1.CalibanTask, claim string, uid types.UID) calibanv1alpha1.Launch {
+	return calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm, Reason: ReasonLaunchWarmPool,
+		Message: fmt.Sprintf("claims a Sandbox from warm pool '%s'", WarmPoolName(task.Spec.WorkspaceRef.Name)),
+		Claim:   &calibanv1alpha1.ClaimReference{Name: claim, UID: uid}}
 }
 
 // ColdBeforeWarmStart is the launch of a task pinned before the operator

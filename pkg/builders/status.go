@@ -205,6 +205,11 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 	if ready != nil {
 		status.Conditions = []metav1.Condition{withTransitionTime(*ready, task.Status.Conditions, in.Now)}
 	}
+	status.PhaseTransitionTime = task.Status.PhaseTransitionTime
+	if status.Phase != task.Status.Phase {
+		entered := in.Now.Rfc3339Copy()
+		status.PhaseTransitionTime = &entered
+	}
 	return status
 }
 
@@ -307,6 +312,7 @@ func TaskStatusChanged(current, desired calibanv1alpha1.CalibanTaskStatus) bool 
 		current.ObservedGeneration != desired.ObservedGeneration ||
 		!current.StartTime.Equal(desired.StartTime) ||
 		!current.CompletionTime.Equal(desired.CompletionTime) ||
+		!current.PhaseTransitionTime.Equal(desired.PhaseTransitionTime) ||
 		current.CheckpointRef != desired.CheckpointRef ||
 		!apiequality.Semantic.DeepEqual(current.Launch, desired.Launch) ||
 		!sameCondition(meta.FindStatusCondition(current.Conditions, ConditionReady), meta.FindStatusCondition(desired.Conditions, ConditionReady))

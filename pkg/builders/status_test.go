@@ -288,6 +288,11 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow, Launch: launch}, config.DefaultAgentSettings())
 			want := tc.want
 			want.Launch = launch
+			// Entered now when the phase moved, else when it was entered.
+			want.PhaseTransitionTime = tc.task.Status.PhaseTransitionTime
+			if want.Phase != tc.task.Status.Phase {
+				want.PhaseTransitionTime = &tNow
+			}
 			if tc.pin != nil && tc.task.Status.ResolvedWorkspace == nil {
 				// These tasks are pinned by this pass, which starts them now.
 				want.StartTime = &tNow
@@ -410,4 +415,42 @@ func mutate(s calibanv1alpha1.CalibanTaskStatus, f func(*calibanv1alpha1.Caliban
 	s = *s.DeepCopy()
 	f(&s)
 	return s
+}
+
+func TestTheStatusSaysWhenThePhaseWasEntered(t *testing.T) {
+	earlier := metav1.NewTime(tNow.Add(-2 * time.Hour))
+	for name, tc := range map[string]struct {
+		task *calibanv1alpha1.CalibanTask
+		want *metav1.Time
+	}{
+		"a new phase is entered now": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.Phase, t.Status.PhaseTransitionTime = calibanv1alpha1.TaskSuspended, &earlier
+			}),
+			want: &tNow,
+		},
+		"the same phase keeps its time": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.Phase, t.Status.PhaseTransitionTime = calibanv1alpha1.TaskProvisioning, &earlier
+			}),
+			want: &earlier,
+		},
+		"a phase written before the field stays without one": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) { t.Status.Phase = calibanv1alpha1.TaskProvisioning }),
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.task.Status.ResolvedWorkspace = fxPin()
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Pin: fxPin(), Posture: calibanv1alpha1.PostureSupervised, Now: tNow}, config.DefaultAgentSettings())
+			if got.Phase != calibanv1alpha1.TaskProvisioning {
+				t.Fatalf("phase %s, want Provisioning (no Sandbox yet)", got.Phase)
+			}
+			if !got.PhaseTransitionTime.Equal(tc.want) {
+				t.Errorf("phaseTransitionTime %v, want %v", got.PhaseTransitionTime, tc.want)
+			}
+			if tc.want != nil && !tc.want.Equal(tc.task.Status.PhaseTransitionTime) && !TaskStatusChanged(tc.task.Status, got) {
+				t.Error("a new phaseTransitionTime is not a change")
+			}
+		})
+	}
 }

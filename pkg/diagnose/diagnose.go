@@ -135,6 +135,9 @@ func provisioning(in Input, reason, message string) Diagnosis {
 		return Diagnosis{Waiting: "agent-sandbox to be installed (" + message + ")", Blocked: true}
 	case strings.HasPrefix(message, "retrying: "):
 		return Diagnosis{Waiting: "the apiserver to accept the task's children (" + message + ")", Blocked: true}
+	case in.Sandbox == nil && builders.IsWarm(in.Task):
+		return Diagnosis{Waiting: "agent-sandbox: SandboxClaim " + builders.ClaimName(in.Task.Name) + " to hold a Sandbox from warm pool " +
+			builders.WarmPoolName(in.Task.Spec.WorkspaceRef.Name), Blocked: true}
 	case in.Sandbox == nil:
 		return Diagnosis{Waiting: "the operator to create Sandbox " + SandboxName(in.Task), Blocked: true}
 	case in.Sandbox.Spec.OperatingMode == sandboxv1beta1.OperatingModeSuspended:
@@ -259,10 +262,14 @@ func sandboxReady(sb *sandboxv1beta1.Sandbox) string {
 }
 
 // SandboxName is the task's Sandbox: the name the operator recorded, or
-// the one it would use (docs/crd-reference.md#names).
+// the one it would use (docs/crd-reference.md#names); a warm task's claim
+// names its Sandbox, "" until it holds one.
 func SandboxName(task *calibanv1alpha1.CalibanTask) string {
 	if task.Status.SandboxRef != nil && task.Status.SandboxRef.Name != "" {
 		return task.Status.SandboxRef.Name
+	}
+	if builders.IsWarm(task) {
+		return ""
 	}
 	return builders.SandboxName(task.Name)
 }

@@ -146,6 +146,16 @@ func TestTask(t *testing.T) {
 			},
 			want: Diagnosis{Waiting: "the operator to create Sandbox fix-login-sbx", Blocked: true},
 		},
+		"a warm task whose claim holds no Sandbox yet waits for agent-sandbox's claim": {
+			in: Input{
+				Task: task(calibanv1alpha1.TaskProvisioning, ready(metav1.ConditionFalse, builders.ReasonSandboxNotReady, "SandboxClaim fix-login-claim holds no Sandbox yet"),
+					func(t *calibanv1alpha1.CalibanTask) {
+						t.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm, Reason: builders.ReasonLaunchWarmPool}
+					}),
+				Workspace: workspace(calibanv1alpha1.WorkspaceReady, ""),
+			},
+			want: Diagnosis{Waiting: "agent-sandbox: SandboxClaim fix-login-claim to hold a Sandbox from warm pool wsb-warm", Blocked: true},
+		},
 		"a Provisioning task without agent-sandbox waits for it to be installed": {
 			in: Input{
 				Task: task(calibanv1alpha1.TaskProvisioning, ready(metav1.ConditionFalse, builders.ReasonSandboxAPIUnavailable, builders.SandboxAPIUnavailableMessage)),

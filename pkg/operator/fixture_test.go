@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -23,6 +25,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -123,6 +127,10 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 		f.serveSandboxGet(w, r.URL.Path)
 		return
 	}
+	if r.Method == http.MethodPatch && r.Header.Get("Content-Type") == string(types.JSONPatchType) {
+		f.serveSandboxJSONPatch(w, r, name)
+		return
+	}
 	if r.Method != http.MethodPatch || r.Header.Get("Content-Type") != "application/apply-patch+yaml" ||
 		q.Get("fieldManager") != builders.FieldManager || q.Get("force") != "true" {
 		f.t.Errorf("Sandbox API: unexpected %s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
@@ -153,6 +161,52 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)
+}
+
+// serveSandboxJSONPatch applies a JSON patch to a Sandbox the test serves
+// (a warm task's), as the apiserver would: a failed test is a 422 and
+// changes nothing.
+func (f *fixture) serveSandboxJSONPatch(w http.ResponseWriter, r *http.Request, name string) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	key := parts[4] + "/" + name
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, exists := f.servedSandboxes[key]
+	if !exists {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}`))
+		return
+	}
+	patch, err := jsonpatch.DecodePatch(body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	doc, err := json.Marshal(sb)
+	if err == nil {
+		doc, err = patch.Apply(doc)
+	}
+	if err != nil {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnprocessableEntity)
+		_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Invalid","code":422,"message":%q}`, err.Error())
+		return
+	}
+	patched := &sandboxv1beta1.Sandbox{}
+	if err := json.Unmarshal(doc, patched); err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	f.servedSandboxes[key] = patched
+	f.sandboxWrites = append(f.sandboxWrites, "jsonpatch sandboxes "+name)
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(doc)
 }
 
 // serveSandboxGet answers a GET of one Sandbox with what the test last

@@ -70,8 +70,17 @@ func NewMetrics() *Metrics {
 		queues: newQueueMetrics(),
 		term:   &termCollector{now: time.Now},
 	}
-	// Every stage exports from the start, so a dashboard or alert sees
-	// zero rather than nothing before the first task runs.
+	// Every series the alerts and the dashboard read exports from the
+	// start, so they see zero rather than nothing on a healthy operator:
+	// both controllers' syncs and errors, the moves of a healthy start,
+	// and every stage of a start.
+	for _, controller := range []string{WorkspaceControllerName, TaskControllerName} {
+		m.syncs.WithLabelValues(controller, "success")
+		m.syncs.WithLabelValues(controller, "error")
+		m.syncErrors.WithLabelValues(controller)
+	}
+	m.transitions.WithLabelValues("", string(calibanv1alpha1.TaskProvisioning), builders.ReasonSandboxNotReady)
+	m.transitions.WithLabelValues(string(calibanv1alpha1.TaskProvisioning), string(calibanv1alpha1.TaskRunning), builders.ReasonRunning)
 	for _, stage := range builders.StartStages {
 		for _, launch := range []string{builders.LaunchTypeWarm, builders.LaunchTypeCold} {
 			m.startStages.WithLabelValues(stage, launch)
@@ -145,7 +154,7 @@ func (m *Metrics) SetTerm(t *Term) { m.term.current.Store(t) }
 
 var (
 	taskPhaseDesc      = prometheus.NewDesc("caliban_tasks", "CalibanTasks by status.phase (empty before the first status).", []string{"phase"}, nil)
-	taskOldestDesc     = prometheus.NewDesc("caliban_task_oldest_seconds", "Seconds the oldest task in each phase has been in it, counted from its Ready condition's last transition (from its creation when it has none); 0 for an empty phase.", []string{"phase"}, nil)
+	taskOldestDesc     = prometheus.NewDesc("caliban_task_oldest_seconds", "Seconds the oldest task in each phase has been in it, counted from its status.phaseTransitionTime (from its Ready condition's last transition, or its creation, when it has none); 0 for an empty phase.", []string{"phase"}, nil)
 	workspacePhaseDesc = prometheus.NewDesc("caliban_workspaces", "Workspaces by status.phase (empty before the first status).", []string{"phase"}, nil)
 	sandboxAPIDesc     = prometheus.NewDesc("caliban_sandbox_api_available", "1 while agent-sandbox's Sandbox API is served, else 0 (tasks wait in Provisioning).", nil, nil)
 )
@@ -178,7 +187,12 @@ func (c *termCollector) Collect(ch chan<- prometheus.Metric) {
 			phase := t.Status.Phase
 			counts[phase]++
 			since := t.CreationTimestamp.Time
-			if ready := meta.FindStatusCondition(t.Status.Conditions, builders.ConditionReady); ready != nil {
+			switch ready := meta.FindStatusCondition(t.Status.Conditions, builders.ConditionReady); {
+			case t.Status.PhaseTransitionTime != nil:
+				since = t.Status.PhaseTransitionTime.Time
+			case ready != nil:
+				// A task whose phase was written before the operator
+				// recorded when: its Ready's transition is the best left.
 				since = ready.LastTransitionTime.Time
 			}
 			oldest[phase] = max(oldest[phase], now.Sub(since))

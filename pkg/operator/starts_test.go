@@ -181,6 +181,14 @@ func TestTheTermGaugesCountPhasesTheOldestTaskAndTheSandboxAPI(t *testing.T) {
 			t.Status.Phase = calibanv1alpha1.TaskProvisioning
 			t.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "False", LastTransitionTime: ago(20 * time.Minute)}}
 		}),
+		// Resumed after a long suspension: Provisioning for ten seconds,
+		// though Ready has been False for two hours.
+		task(func(t *calibanv1alpha1.CalibanTask) {
+			t.Name, t.CreationTimestamp = "resumed", ago(3*time.Hour)
+			t.Status.Phase = calibanv1alpha1.TaskProvisioning
+			t.Status.PhaseTransitionTime = new(ago(10 * time.Second))
+			t.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: "False", LastTransitionTime: ago(2 * time.Hour)}}
+		}),
 		task(func(t *calibanv1alpha1.CalibanTask) {
 			t.Name, t.CreationTimestamp = "quick", ago(time.Hour)
 			t.Status.Phase = calibanv1alpha1.TaskProvisioning

@@ -3,6 +3,7 @@ package operator
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
@@ -91,6 +93,9 @@ type TaskController struct {
 	warm   WarmPoolInformers
 	claims extlisters.SandboxClaimLister
 	pools  extlisters.SandboxWarmPoolLister
+	// taken holds, by task UID, the claimed Sandbox a warm task labelled,
+	// until the Sandbox cache has it (*takenSandbox).
+	taken sync.Map
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -170,6 +175,7 @@ func NewTaskController(
 				c.taskCache.OnDelete(task)
 				c.children.Forget(task)
 				c.starts.take(task.UID)
+				c.taken.Delete(task.UID)
 			}
 		},
 	}); err != nil {
@@ -391,7 +397,21 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		return d.after, c.recordWithoutApplying(ctx, task, in)
 	}
 
+	// fresh is the claim this pass applied, which the cache may not have.
+	var fresh *extv1beta1.SandboxClaim
 	if d.newlyPinned {
+		if d.launch != nil && d.launch.Type == calibanv1alpha1.LaunchWarm && d.launch.Claim == nil {
+			// The claim first, so that agent-sandbox hands over a Sandbox
+			// while the pin is written, and written with its UID: the
+			// NetworkPolicy selects the pod by it.
+			claim, err := c.applyClaim(ctx, task)
+			if err != nil {
+				c.recordApplyProblem(ctx, task, in, err)
+				return 0, err
+			}
+			d.launch.Claim = &calibanv1alpha1.ClaimReference{Name: claim.Name, UID: claim.UID}
+			fresh = claim
+		}
 		written, err := c.writePin(ctx, task, in)
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			// The newer version may differ only in what the operator wrote
@@ -423,7 +443,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		warmAfter  time.Duration
 	)
 	if builders.IsWarm(task) {
-		task, sandbox, apiMissing, warmAfter, err = c.applyWarm(ctx, task, &in, builders.SandboxMode(task, now))
+		task, sandbox, apiMissing, warmAfter, err = c.applyWarm(ctx, task, &in, fresh, builders.SandboxMode(task, now))
 	} else {
 		sandbox, apiMissing, err = c.applyChildren(ctx, task, in.Pin, builders.SandboxMode(task, now))
 	}
@@ -504,6 +524,11 @@ func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.Calib
 		launch, err := builders.DecideLaunch(task, adm.Pin, c.warmOffer(ws), c.settings)
 		if err != nil {
 			return d, err
+		}
+		if claim := c.claimOf(task); claim != nil {
+			// A claim made for this pin before its write was lost (a
+			// restart, a conflict): the path was taken already.
+			launch = builders.WarmClaimed(task, claim.Name, claim.UID)
 		}
 		d.launch = &launch
 	} else if f := builders.UntrustedPin(task, c.pinKey); f != nil {

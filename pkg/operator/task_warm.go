@@ -2,12 +2,17 @@ package operator
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -15,6 +20,7 @@ import (
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
 // EventColdStart: a task of a Workspace with a warm pool starts cold, and
@@ -49,30 +55,30 @@ func (c *TaskController) warmOffer(ws *calibanv1alpha1.Workspace) builders.WarmO
 }
 
 // applyWarm keeps a warm task's children (docs/adr/0026-warm-start.md): its
-// claim, its NetworkPolicy once the claim's UID is recorded, and, on the
+// claim, its NetworkPolicy for the pod with the claim's UID, and, on the
 // Sandbox the claim holds, the task's labels and mode. It returns the task
 // as it stands after any status write, the Sandbox as the status
 // derivation reads it (nil until the claim holds one), whether the APIs
 // are missing, and how soon to look again.
-func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, mode sandboxv1beta1.OperatingMode) (*calibanv1alpha1.CalibanTask, *sandboxv1beta1.Sandbox, bool, time.Duration, error) {
+func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, fresh *extv1beta1.SandboxClaim, mode sandboxv1beta1.OperatingMode) (*calibanv1alpha1.CalibanTask, *sandboxv1beta1.Sandbox, bool, time.Duration, error) {
 	if !c.warm.API.Served() || !c.sandboxAPI.Served() {
 		return task, nil, true, 0, nil
 	}
 	ns := task.Namespace
-	claim := c.claimOf(task)
+	claim := fresh
 	if claim == nil {
-		name := builders.ClaimName(task.Name)
-		klog.FromContext(ctx).V(4).Info("Applying SandboxClaim", "name", name)
-		written, err := apply(ctx, writeClaim, c.warm.Client.SandboxClaims(ns), name, builders.BuildClaim(task))
-		if err != nil {
-			return task, nil, false, 0, fmt.Errorf("applying SandboxClaim %s: %w", name, err)
-		}
-		claim = written
-		c.starts.childrenApplied(task.UID, c.clock.Now())
+		claim = c.claimOf(task)
 	}
-	// The claim's UID is on the pod it will hold; the NetworkPolicy is
-	// rendered from the task, so the task records it first.
+	if claim == nil {
+		// Not in the cache yet, or deleted by someone: the apply is the
+		// same claim in the one case, a new one in the other.
+		var err error
+		if claim, err = c.applyClaim(ctx, task); err != nil {
+			return task, nil, false, 0, err
+		}
+	}
 	if ref := task.Status.Launch.Claim; ref == nil || ref.UID != claim.UID {
+		// A claim made again has another UID, and so has its pod.
 		launch := *task.Status.Launch
 		launch.Claim = &calibanv1alpha1.ClaimReference{Name: claim.Name, UID: claim.UID}
 		in.Launch = &launch
@@ -108,53 +114,120 @@ func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.Ca
 	if view != nil && !metav1.IsControlledBy(view, claim) {
 		view = nil
 	}
-	if view != nil && freshness.LiveMode(view.OperatingMode) == mode {
+	switch {
+	case view != nil && freshness.LiveMode(view.OperatingMode) == mode:
+		c.taken.Delete(task.UID)
 		return task, view.Sandbox(), false, 0, nil
-	}
-	var observed *sandboxv1beta1.Sandbox
-	if view != nil {
-		observed = view.Sandbox()
-	} else {
-		// First sight: the Sandbox carries none of the task's labels yet,
-		// so the cache does not have it. Read it, and make sure it is of
-		// the task's rendering before giving it the task's name.
-		live, err := c.sandboxes.Sandboxes(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return task, nil, false, 0, nil
+	case view != nil:
+		// A mode to change on a Sandbox the cache has: the task's own
+		// lifecycle.
+		if _, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(ns), name, builders.BuildClaimedSandbox(task, name, mode)); err != nil {
+			if apierrors.IsNotFound(err) {
+				return task, nil, false, 0, nil
+			}
+			return task, nil, false, 0, fmt.Errorf("applying Sandbox %s: %w", name, err)
 		}
-		if err != nil {
-			return task, nil, false, 0, fmt.Errorf("reading Sandbox %s: %w", name, err)
+		sb := view.Sandbox()
+		sb.Spec.OperatingMode = mode
+		return task, sb, false, 0, nil
+	}
+	// Not in the cache: it carries none of the task's labels yet, or the
+	// watch has not brought them.
+	if t, ok := c.taken.Load(task.UID); ok && t.(*takenSandbox).name == name && t.(*takenSandbox).mode == mode {
+		return task, t.(*takenSandbox).sandbox, false, 0, nil
+	}
+	r, err := builders.RenderWarm(task, in.Pin, c.settings)
+	if err != nil {
+		return task, nil, false, 0, err
+	}
+	template := builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash)
+	taken, err := c.takeSandbox(ctx, task, claim, name, template, mode)
+	switch {
+	case apierrors.IsNotFound(err):
+		return task, nil, false, 0, nil
+	case apierrors.IsInvalid(err):
+		// A test of the patch failed: look at the Sandbox to tell why.
+		live, gerr := c.sandboxes.Sandboxes(ns).Get(ctx, name, metav1.GetOptions{})
+		if gerr != nil {
+			if apierrors.IsNotFound(gerr) {
+				return task, nil, false, 0, nil
+			}
+			return task, nil, false, 0, fmt.Errorf("reading Sandbox %s: %w", name, gerr)
 		}
 		if !metav1.IsControlledBy(live, claim) {
+			// The claim's status is behind; its next update wakes the task.
 			return task, nil, false, 0, nil
 		}
-		r, err := builders.RenderWarm(task, in.Pin, c.settings)
-		if err != nil {
-			return task, nil, false, 0, err
+		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
+			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(template, got))
 		}
-		if want, got := builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash), live.Annotations[builders.AnnotationSandboxTemplateRef]; got != want {
-			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(want, got))
+		// Ours and of the task's rendering, with more than one owner:
+		// apply instead.
+		if taken, err = apply(ctx, writeSandbox, c.sandboxes.Sandboxes(ns), name, builders.BuildClaimedSandbox(task, name, mode)); err != nil {
+			return task, nil, false, 0, fmt.Errorf("applying Sandbox %s: %w", name, err)
 		}
-		observed = live
-		if builders.SandboxServing(&live.Status) {
-			// Taken ready from the pool: its readiness is news to this
-			// task now, whenever the pool made it.
-			c.starts.sandboxReady(task.UID, c.clock.Now())
-		}
+	case err != nil:
+		return task, nil, false, 0, fmt.Errorf("taking Sandbox %s: %w", name, err)
 	}
-	klog.FromContext(ctx).V(4).Info("Applying the task's labels and mode to the Sandbox its claim holds", "name", name, "mode", mode)
-	_, err = apply(ctx, writeSandbox, c.sandboxes.Sandboxes(ns), name, builders.BuildClaimedSandbox(task, name, mode))
-	if apierrors.IsNotFound(err) {
-		return task, nil, false, 0, nil
+	if builders.SandboxServing(&taken.Status) {
+		// Taken ready from the pool: its readiness is news to this task
+		// now, whenever the pool made it.
+		c.starts.sandboxReady(task.UID, c.clock.Now())
 	}
+	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: taken})
+	return task, taken, false, 0, nil
+}
+
+// takenSandbox is a claimed Sandbox the task has labelled, until the cache
+// has it.
+type takenSandbox struct {
+	name    string
+	mode    sandboxv1beta1.OperatingMode
+	sandbox *sandboxv1beta1.Sandbox
+}
+
+// takeSandbox gives the Sandbox name the task's labels and mode in one
+// JSON patch that first tests what makes it the task's: its controller is
+// the task's claim, and it was made from template, the task's rendering.
+// A failed test is an Invalid error and changes nothing. The response is
+// the Sandbox with its status, so the task can run at once.
+func (c *TaskController) takeSandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, claim *extv1beta1.SandboxClaim, name, template string, mode sandboxv1beta1.OperatingMode) (*sandboxv1beta1.Sandbox, error) {
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": string(claim.UID)},
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(builders.AnnotationSandboxTemplateRef), "value": template},
+	}
+	labels := builders.TaskLabels(task)
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": labels[k]})
+	}
+	ops = append(ops, map[string]any{"op": "add", "path": "/spec/operatingMode", "value": string(mode)})
+	body, err := json.Marshal(ops)
 	if err != nil {
-		return task, nil, false, 0, fmt.Errorf("applying Sandbox %s: %w", name, err)
+		return nil, err
 	}
-	// The apply changed the mode, never the status agent-sandbox writes:
-	// the task reads the status the Sandbox had, with the mode the server
-	// just accepted, and the informer brings whatever comes next.
-	observed.Spec.OperatingMode = mode
-	return task, observed, false, 0, nil
+	klog.FromContext(ctx).V(4).Info("Taking the Sandbox the claim holds", "name", name, "mode", mode)
+	sb, err := c.sandboxes.Sandboxes(task.Namespace).Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: builders.FieldManager})
+	if err == nil {
+		tracing.RecordWrite(ctx, writeSandbox)
+	}
+	return sb, err
+}
+
+// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
+}
+
+// applyClaim applies the task's SandboxClaim.
+func (c *TaskController) applyClaim(ctx context.Context, task *calibanv1alpha1.CalibanTask) (*extv1beta1.SandboxClaim, error) {
+	name := builders.ClaimName(task.Name)
+	klog.FromContext(ctx).V(4).Info("Applying SandboxClaim", "name", name)
+	claim, err := apply(ctx, writeClaim, c.warm.Client.SandboxClaims(task.Namespace), name, builders.BuildClaim(task))
+	if err != nil {
+		return nil, fmt.Errorf("applying SandboxClaim %s: %w", name, err)
+	}
+	c.starts.childrenApplied(task.UID, c.clock.Now())
+	return claim, nil
 }
 
 // letClaimGo deletes the claim of a warm task whose Sandbox is not of its

@@ -283,9 +283,9 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 	}
 
 	stored := sync()
-	want := []string{"patch networkpolicies fix-bug-netpol", "patch calibantasks/status fix-bug", "patch sandboxclaims fix-bug-claim", "patch calibantasks/status fix-bug"}
+	want := []string{"patch networkpolicies fix-bug-netpol", "patch sandboxclaims fix-bug-claim", "patch calibantasks/status fix-bug"}
 	if got := f.writes(); !slices.Equal(got, want) {
-		t.Errorf("the first sync wrote %v, want %v: the pin with the launch, the claim, its UID, the policy", got, want)
+		t.Errorf("the first sync wrote %v, want %v: the claim, the pin with the launch and the claim's UID, the policy", got, want)
 	}
 	l := stored.Status.Launch
 	if l == nil || l.Type != calibanv1alpha1.LaunchWarm || l.Claim == nil || l.Claim.UID != "claim-uid" || !strings.Contains(l.Message, template) {
@@ -308,16 +308,15 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
 	f.holdSandbox(tk, "ws-warm-x7k2p", template)
 	stored = sync()
-	want = []string{"patch calibantasks/status fix-bug", "patch sandboxes ws-warm-x7k2p"}
+	want = []string{"patch calibantasks/status fix-bug", "jsonpatch sandboxes ws-warm-x7k2p"}
 	if got := f.writes(); !slices.Equal(got, want) {
-		t.Errorf("the sync that found the Sandbox wrote %v, want %v", got, want)
+		t.Errorf("the sync that found the Sandbox wrote %v, want %v: one patch that takes it, and Running", got, want)
 	}
-	applied := f.lastSandboxApply()
-	if labels := applied.GetLabels(); labels[builders.LabelTask] != "fix-bug" {
-		t.Errorf("the Sandbox was applied labels %v, want the task's", labels)
-	}
-	if spec, _, _ := unstructured.NestedMap(applied.Object, "spec"); len(spec) != 1 || spec["operatingMode"] != "Running" {
-		t.Errorf("the Sandbox apply sets spec %v, want only operatingMode Running", spec)
+	f.mu.Lock()
+	taken := f.servedSandboxes["team/ws-warm-x7k2p"].DeepCopy()
+	f.mu.Unlock()
+	if taken.Labels[builders.LabelTask] != "fix-bug" || taken.Labels[builders.LabelLaunchType] != builders.LaunchTypeWarm || taken.Spec.OperatingMode != sandboxv1beta1.OperatingModeRunning {
+		t.Errorf("the Sandbox has labels %v and mode %q, want the task's labels beside agent-sandbox's, and Running", taken.Labels, taken.Spec.OperatingMode)
 	}
 	if stored.Status.Phase != calibanv1alpha1.TaskRunning || stored.Status.SandboxRef == nil || stored.Status.SandboxRef.Name != "ws-warm-x7k2p" ||
 		stored.Status.CalibandEndpoint != "ws-warm-x7k2p.team.svc.cluster.local:8443" {
@@ -326,15 +325,58 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 
 	// Once the cache has the labelled Sandbox, nothing is written.
 	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
-	f.mu.Lock()
-	served := f.servedSandboxes["team/ws-warm-x7k2p"].DeepCopy()
-	f.mu.Unlock()
-	served.Labels = builders.TaskLabels(tk)
-	served.Spec.OperatingMode = sandboxv1beta1.OperatingModeRunning
-	f.cache(f.sandboxInformer, served)
+	sync()
+	if got := f.writes(); len(got) != 0 {
+		t.Errorf("a sync before the cache has the taken Sandbox wrote %v", got)
+	}
+	f.cache(f.sandboxInformer, taken)
 	sync()
 	if got := f.writes(); len(got) != 0 {
 		t.Errorf("a steady warm task wrote %v", got)
+	}
+
+	// Suspended: the mode, applied to the Sandbox the cache has.
+	suspended := stored.DeepCopy()
+	suspended.Spec.Suspend = true
+	suspended.Generation++
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), suspended)
+	sync()
+	applied := f.lastSandboxApply()
+	if spec, _, _ := unstructured.NestedMap(applied.Object, "spec"); len(spec) != 1 || spec["operatingMode"] != "Suspended" {
+		t.Errorf("suspending applied spec %v, want only operatingMode Suspended", spec)
+	}
+}
+
+// A task whose claim's Sandbox is not the claim's (a status behind) is not
+// given the task's labels.
+func TestAWarmTaskTakesOnlyItsClaimsSandbox(t *testing.T) {
+	f, tc, tk, template := warmFixture(t)
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	f.holdSandbox(tk, "ws-warm-x7k2p", template)
+	f.mu.Lock()
+	f.servedSandboxes["team/ws-warm-x7k2p"].OwnerReferences[0].UID = "another-claim"
+	f.mu.Unlock()
+	f.resetActions()
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.writes(); len(got) != 0 {
+		t.Errorf("wrote %v for a Sandbox another claim controls", got)
+	}
+	f.mu.Lock()
+	labels := f.servedSandboxes["team/ws-warm-x7k2p"].Labels
+	f.mu.Unlock()
+	if labels[builders.LabelTask] != "" {
+		t.Errorf("the other claim's Sandbox got the task's labels: %v", labels)
 	}
 }
 

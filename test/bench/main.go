@@ -9,10 +9,13 @@
 //	BENCH_AGENT_SANDBOX    "real" sends the burst through agent-sandbox's own
 //	                       controller (v1.0.3, real pods on kwok nodes) and
 //	                       reports the stages of each task's start from its
-//	                       objects' timestamps, burst only; unset or
-//	                       "stand-in" is the kwok Stage that plays it
+//	                       objects' timestamps, burst only; "warm" does
+//	                       the same with warm pools: agent-sandbox's bare
+//	                       claims on a full pool, then tasks of a Workspace
+//	                       whose pool is full; unset or "stand-in" is the
+//	                       kwok Stage that plays it
 //	BENCH_N                tasks in the burst (default 1000; 300 with
-//	                       BENCH_AGENT_SANDBOX=real)
+//	                       BENCH_AGENT_SANDBOX=real, 100 with warm)
 //	BENCH_PACED            tasks of the paced phase (default 300)
 //	BENCH_PACED_RATE       their arrival rate per second (default 50)
 //	BENCH_RESULTS_DIR      where the results go (default test/bench/results)
@@ -54,8 +57,10 @@ func run() error {
 	case "", "stand-in":
 	case "real":
 		cfg.RealAgentSandbox = true
+	case "warm":
+		cfg.Warm = true
 	default:
-		return fmt.Errorf("BENCH_AGENT_SANDBOX %q is neither \"real\" nor \"stand-in\"", v)
+		return fmt.Errorf("BENCH_AGENT_SANDBOX %q is none of \"real\", \"warm\" and \"stand-in\"", v)
 	}
 	if cfg.N, err = intEnv("BENCH_N"); err != nil {
 		return err

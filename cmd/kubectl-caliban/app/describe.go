@@ -112,6 +112,8 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 			state += fmt.Sprintf(", Ready=%s (%s: %s)", c.Status, c.Reason, c.Message)
 		}
 		line("  Sandbox\t%s\t%s", sb.Name, state)
+	} else if sandboxName == "" {
+		line("  Sandbox\t<none yet>\tthe claim holds no Sandbox yet")
 	} else {
 		line("  Sandbox\t%s\tnot found", sandboxName)
 	}

@@ -57,7 +57,12 @@ func getTask(ctx context.Context, c *clients, ns, name string) (*calibanv1alpha1
 // getSandbox reads the task's Sandbox through the dynamic client (agent-
 // sandbox's API may not be served; then there is none).
 func getSandbox(ctx context.Context, c *clients, task *calibanv1alpha1.CalibanTask) (*sandboxv1beta1.Sandbox, error) {
-	u, err := c.dynamic.Resource(sandboxGVR).Namespace(task.Namespace).Get(ctx, diagnose.SandboxName(task), metav1.GetOptions{})
+	name := diagnose.SandboxName(task)
+	if name == "" {
+		// A warm task whose claim holds no Sandbox yet.
+		return nil, apierrors.NewNotFound(sandboxGVR.GroupResource(), "")
+	}
+	u, err := c.dynamic.Resource(sandboxGVR).Namespace(task.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, err
 	}

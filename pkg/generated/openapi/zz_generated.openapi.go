@@ -480,6 +480,12 @@ func schema_pkg_apis_caliban_v1alpha1_CalibanTaskStatus(ref common.ReferenceCall
 							Format:      "int64",
 						},
 					},
+					"phaseTransitionTime": {
+						SchemaProps: spec.SchemaProps{
+							Description: "phaseTransitionTime is when the task entered its current phase: how long a task has been Provisioning counts from here, not from a Ready condition that stayed False through a suspension.",
+							Ref:         ref(v1.Time{}.OpenAPIModelName()),
+						},
+					},
 					"startTime": {
 						SchemaProps: spec.SchemaProps{
 							Description: "startTime is when the task was admitted (pinned); the deadline counts from it.",

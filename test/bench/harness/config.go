@@ -28,10 +28,14 @@ type Config struct {
 	// burst: the other phases would more than double a run of minutes and
 	// measure nothing agent-sandbox changes.
 	RealAgentSandbox bool
+	// Warm (BENCH_AGENT_SANDBOX=warm) is RealAgentSandbox with agent-sandbox's
+	// warm pools: bare claims on a full pool, then tasks of a Workspace
+	// whose pool is full (warm.go).
+	Warm bool
 
 	// N is the size of the burst: 1000 by default, 300 with
 	// RealAgentSandbox, where a task costs a pod, a claim and a volume and
-	// the burst takes minutes.
+	// the burst takes minutes, 100 with Warm (and the pools' size).
 	N int
 	// BurstSpread is how long the burst's creates are spread over.
 	BurstSpread time.Duration
@@ -72,9 +76,15 @@ type Config struct {
 
 // Defaults fills in the fields left zero: the sizes of `make bench`.
 func (c Config) Defaults() Config {
+	if c.Warm {
+		c.RealAgentSandbox = true
+	}
 	if c.N <= 0 {
 		c.N = 1000
-		if c.RealAgentSandbox {
+		switch {
+		case c.Warm:
+			c.N = 100
+		case c.RealAgentSandbox:
 			c.N = 300
 		}
 	}

@@ -35,7 +35,9 @@ type Result struct {
 
 	schemas []flowSchema
 	// real is the stages of a run through agent-sandbox's controller.
-	real    realResult
+	real realResult
+	// warm is the warm variant's own figures.
+	warm    warmResult
 	ceiling ceiling
 	burst   phaseResult
 	paced   phaseResult
@@ -222,7 +224,10 @@ func format(v float64) string {
 
 func (r *Result) table() string {
 	rows := r.rows
-	if r.Config.RealAgentSandbox {
+	switch {
+	case r.Config.Warm:
+		rows = r.warmRows
+	case r.Config.RealAgentSandbox:
 		rows = r.realRows
 	}
 	var sb strings.Builder
@@ -337,9 +342,12 @@ func (r *Result) write() error {
 	}
 	real := r.Config.RealAgentSandbox
 	var sb strings.Builder
-	if real {
+	switch {
+	case r.Config.Warm:
+		fmt.Fprintf(&sb, "# caliban-operator benchmark: warm start, %d tasks from a warm pool, against agent-sandbox's own claims\n\nRun %s (BENCH_AGENT_SANDBOX=warm): %d bare SandboxClaims on a full pool, then a burst of %d tasks of a Workspace whose pool is full; no ceiling, paced, steady-state, cold-start or bare-client phase, and no profiles.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339), r.Config.N, r.Config.N)
+	case real:
 		fmt.Fprintf(&sb, "# caliban-operator benchmark: %d tasks through agent-sandbox's controller\n\nRun %s. Only the burst was run (BENCH_AGENT_SANDBOX=real): no ceiling, paced, steady-state, cold-start or bare-client phase, and no profiles.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339))
-	} else {
+	default:
 		fmt.Fprintf(&sb, "# caliban-operator benchmark: %d tasks\n\nRun %s.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339))
 	}
 	sb.WriteString(r.Table)
@@ -365,9 +373,12 @@ func (r *Result) write() error {
 		sb.WriteString("- " + m + "\n")
 	}
 	sb.WriteString("\n## How each figure is measured\n\n")
-	if real {
+	switch {
+	case r.Config.Warm:
+		sb.WriteString(r.warmMethod())
+	case real:
 		sb.WriteString(r.realMethod())
-	} else {
+	default:
 		sb.WriteString(r.method())
 	}
 	if len(r.Profiles) > 0 {
@@ -385,7 +396,10 @@ func (r *Result) write() error {
 	// names the run's own plot. A real run has a latest of its own, so
 	// that latest.md stays comparable from run to run.
 	latest := "latest.md"
-	if real {
+	switch {
+	case r.Config.Warm:
+		latest = "latest-warm.md"
+	case real:
 		latest = "latest-real.md"
 	}
 	r.Latest = filepath.Join(r.Config.ResultsDir, latest)

@@ -77,7 +77,10 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	stamp := time.Now().UTC()
 	res = &Result{Config: cfg, Stamp: stamp, Stem: fmt.Sprintf("%s-n%d", stamp.Format("20060102T150405Z"), cfg.N)}
-	if cfg.RealAgentSandbox {
+	switch {
+	case cfg.Warm:
+		res.Stem += "-warm"
+	case cfg.RealAgentSandbox:
 		res.Stem += "-real"
 	}
 
@@ -120,10 +123,14 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		// never for a missing volume.
 		storage := config.DefaultAgentSettings().WorkspaceStorage
 		size := storage.String()
-		if err := b.cluster.ProvideVolumes(ctx, "bench", cfg.N, size); err != nil {
+		volumes := cfg.N
+		if cfg.Warm {
+			volumes = warmVolumes(cfg.N)
+		}
+		if err := b.cluster.ProvideVolumes(ctx, "bench", volumes, size); err != nil {
 			return nil, err
 		}
-		b.logf("%d PersistentVolumes of %s provided", cfg.N, size)
+		b.logf("%d PersistentVolumes of %s provided", volumes, size)
 	}
 	cfgCopy := rest.CopyConfig(b.cluster.Config)
 	cfgCopy.QPS, cfgCopy.Burst = -1, 0 // no client-side rate limit at all
@@ -139,7 +146,10 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	res.Machine = machine(ctx, b.cluster.Root, b.cfg.OperatorBinary, b.admin)
 
 	runPhases := b.run
-	if cfg.RealAgentSandbox {
+	switch {
+	case cfg.Warm:
+		runPhases = b.runWarm
+	case cfg.RealAgentSandbox:
 		runPhases = b.runReal
 	}
 	if err := runPhases(ctx, res); err != nil {
@@ -232,7 +242,7 @@ func (b *bench) start(_ context.Context, name string, env ...string) (*operatorP
 // prepareNamespace creates the namespace, the provider Secret and the
 // Workspace every task refers to, and waits until the operator has
 // validated the Workspace.
-func (b *bench) prepareNamespace(ctx context.Context, namespace string) error {
+func (b *bench) prepareNamespace(ctx context.Context, namespace string, mods ...func(*calibanv1alpha1.WorkspaceSpec)) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
 	if _, err := b.admin.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		return err
@@ -253,6 +263,9 @@ func (b *bench) prepareNamespace(ctx context.Context, namespace string) error {
 				CredentialsRef: &calibanv1alpha1.SecretKeyRef{SecretName: providerSecret, Key: providerKey},
 			}},
 		},
+	}
+	for _, m := range mods {
+		m(&ws.Spec)
 	}
 	if _, err := b.caliban.CalibanV1alpha1().Workspaces(namespace).Create(ctx, ws, metav1.CreateOptions{}); err != nil {
 		return err

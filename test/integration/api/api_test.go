@@ -278,11 +278,11 @@ func TestKubectlColumns(t *testing.T) {
 		columns  []string
 		wide     []string
 	}{
-		"kubectl get cws shows Phase and Age, and Message when wide": {
-			resource: "workspaces", columns: []string{"Name", "Phase", "Age"}, wide: []string{"Message"},
+		"kubectl get cws shows Phase and Age, and Message and the warm pool when wide": {
+			resource: "workspaces", columns: []string{"Name", "Phase", "Age"}, wide: []string{"Message", "Warm", "Pool"},
 		},
-		"kubectl get ctask shows Phase, Posture and Age, and Endpoint, Reason, Suspend, Finished and Requested-By when wide": {
-			resource: "calibantasks", columns: []string{"Name", "Phase", "Posture", "Age"}, wide: []string{"Endpoint", "Reason", "Suspend", "Finished", "Requested-By"},
+		"kubectl get ctask shows Phase, Posture and Age, and Endpoint, Reason, Suspend, Finished, Launch and Requested-By when wide": {
+			resource: "calibantasks", columns: []string{"Name", "Phase", "Posture", "Age"}, wide: []string{"Endpoint", "Reason", "Suspend", "Finished", "Launch", "Requested-By"},
 		},
 	}
 	for name, tc := range tests {

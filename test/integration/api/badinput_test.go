@@ -234,6 +234,18 @@ func schemaRejections() map[string]rejection {
 			obj:   at(fullWorkspace(), "spec.isolation.runtimeClass", tooLongName),
 			field: "spec.isolation.runtimeClass", class: classMaxLength, message: msgMaxLength253,
 		},
+		"a negative warm pool is rejected": {
+			obj:   at(fullWorkspace(), "spec.warmPool.replicas", int64(-1)),
+			field: "spec.warmPool.replicas", class: classMinimum, message: "should be greater than or equal to 0",
+		},
+		"a warm pool over 1000 is rejected": {
+			obj:   at(fullWorkspace(), "spec.warmPool.replicas", int64(1001)),
+			field: "spec.warmPool.replicas", class: classMaximum, message: "should be less than or equal to 1000",
+		},
+		"a warm pool size beyond int32 is rejected": {
+			obj:   at(fullWorkspace(), "spec.warmPool.replicas", int64(1)<<31),
+			field: "spec.warmPool.replicas", class: classFormat, message: msgInt32,
+		},
 		"parallelToolLimit 0 is rejected": {
 			obj:   set(validWorkspace(), int64(0), "spec", "agentPolicy", "parallelToolLimit"),
 			field: "spec.agentPolicy.parallelToolLimit", class: classMinimum, message: "should be greater than or equal to 1",
@@ -423,6 +435,7 @@ func fullWorkspace() map[string]any {
 				"enabledPlugins": []any{"a"}, "blockedMarketplaces": []any{"https://m.example.com"},
 				"parallelToolLimit": int64(4),
 			},
+			"warmPool": map[string]any{"replicas": int64(2)},
 		},
 	}
 }

@@ -323,6 +323,12 @@ type CalibanTaskStatus struct {
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
+	// phaseTransitionTime is when the task entered its current phase:
+	// how long a task has been Provisioning counts from here, not from a
+	// Ready condition that stayed False through a suspension.
+	// +optional
+	PhaseTransitionTime *metav1.Time `json:"phaseTransitionTime,omitempty"`
+
 	// startTime is when the task was admitted (pinned); the deadline
 	// counts from it.
 	// +optional

@@ -202,6 +202,10 @@ func (in *CalibanTaskStatus) DeepCopyInto(out *CalibanTaskStatus) {
 		*out = new(ResolvedWorkspace)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.PhaseTransitionTime != nil {
+		in, out := &in.PhaseTransitionTime, &out.PhaseTransitionTime
+		*out = (*in).DeepCopy()
+	}
 	if in.StartTime != nil {
 		in, out := &in.StartTime, &out.StartTime
 		*out = (*in).DeepCopy()

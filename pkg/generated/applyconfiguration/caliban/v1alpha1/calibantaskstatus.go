@@ -44,6 +44,10 @@ type CalibanTaskStatusApplyConfiguration struct {
 	RequestedBy *string `json:"requestedBy,omitempty"`
 	// observedGeneration is the metadata.generation this status reflects.
 	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
+	// phaseTransitionTime is when the task entered its current phase:
+	// how long a task has been Provisioning counts from here, not from a
+	// Ready condition that stayed False through a suspension.
+	PhaseTransitionTime *v1.Time `json:"phaseTransitionTime,omitempty"`
 	// startTime is when the task was admitted (pinned); the deadline
 	// counts from it.
 	StartTime *v1.Time `json:"startTime,omitempty"`
@@ -131,6 +135,14 @@ func (b *CalibanTaskStatusApplyConfiguration) WithRequestedBy(value string) *Cal
 // If called multiple times, the ObservedGeneration field is set to the value of the last call.
 func (b *CalibanTaskStatusApplyConfiguration) WithObservedGeneration(value int64) *CalibanTaskStatusApplyConfiguration {
 	b.ObservedGeneration = &value
+	return b
+}
+
+// WithPhaseTransitionTime sets the PhaseTransitionTime field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the PhaseTransitionTime field is set to the value of the last call.
+func (b *CalibanTaskStatusApplyConfiguration) WithPhaseTransitionTime(value v1.Time) *CalibanTaskStatusApplyConfiguration {
+	b.PhaseTransitionTime = &value
 	return b
 }
 
