@@ -94,8 +94,9 @@ type TaskController struct {
 	claims extlisters.SandboxClaimLister
 	pools  extlisters.SandboxWarmPoolLister
 	// taken holds, by task UID, the claimed Sandbox a warm task labelled,
-	// until the Sandbox cache has it (*takenSandbox).
-	taken sync.Map
+	// until the Sandbox cache has it (*takenSandbox); appliedPolicies the
+	// applied hash of the NetworkPolicy it last applied.
+	taken, appliedPolicies sync.Map
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -176,6 +177,7 @@ func NewTaskController(
 				c.children.Forget(task)
 				c.starts.take(task.UID)
 				c.taken.Delete(task.UID)
+				c.appliedPolicies.Delete(task.UID)
 			}
 		},
 	}); err != nil {
@@ -594,7 +596,6 @@ func (c *TaskController) writePin(ctx context.Context, task *calibanv1alpha1.Cal
 		return nil, err
 	}
 	c.starts.pinned(written.UID, c.clock.Now())
-	c.taskCache.Mutation(written)
 	return written, nil
 }
 
@@ -638,6 +639,10 @@ func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha
 		span.SetAttributes(tracing.KeyTaskPhaseAfter.String(string(desired.Phase)))
 	}
 	c.children.Carry(task, written)
+	// Every sync reads the task cache with the operator's own writes on
+	// top: one that runs before the watch brings this write must not take
+	// the task for what it was and write the same move again.
+	c.taskCache.Mutation(written)
 	logger := klog.FromContext(ctx)
 	oldReady := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
 	newReady := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)

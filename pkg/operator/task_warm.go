@@ -93,7 +93,11 @@ func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.Ca
 		return task, nil, false, 0, err
 	}
 	npName := builders.NetworkPolicyName(task.Name)
-	if c.children.Stale(freshness.NetworkPolicy, c.children.View(freshness.NetworkPolicy, ns, npName), want) {
+	npView := c.children.View(freshness.NetworkPolicy, ns, npName)
+	// A warm task's next sync comes as soon as agent-sandbox hands over
+	// its Sandbox, often before the watch brings the policy just applied.
+	applied, _ := c.appliedPolicies.Load(task.UID)
+	if c.children.Stale(freshness.NetworkPolicy, npView, want) && (npView != nil || applied != want.NetworkPolicy) {
 		d, err := want.Render()
 		if err != nil {
 			return task, nil, false, 0, err
@@ -102,6 +106,7 @@ func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.Ca
 			if _, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), npName, d.NetworkPolicy); err != nil {
 				return task, nil, false, 0, fmt.Errorf("applying NetworkPolicy %s: %w", npName, err)
 			}
+			c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
 		}
 	}
 
