@@ -100,27 +100,32 @@ func TestGoldenChildren(t *testing.T) {
 			settings: settings(),
 		},
 	}
-	update := os.Getenv("UPDATE_GOLDEN") == "1"
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := renderChildren(t, test.task, test.pin, test.settings)
-			file := filepath.Join("testdata", name+".yaml")
-			if update {
-				if err := os.MkdirAll("testdata", 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(file, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(file)
-			if err != nil {
-				t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
-			}
-			if diff := cmp.Diff(string(want), string(got)); diff != "" {
-				t.Errorf("%s (-golden +rendered); rerun with UPDATE_GOLDEN=1 if the change is intended:\n%s", file, diff)
-			}
+			golden(t, name+".yaml", renderChildren(t, test.task, test.pin, test.settings))
 		})
+	}
+}
+
+// golden compares got with testdata/<name>; UPDATE_GOLDEN=1 rewrites the
+// file instead.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	file := filepath.Join("testdata", name)
+	if os.Getenv("UPDATE_GOLDEN") == "1" {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-golden +rendered); rerun with UPDATE_GOLDEN=1 if the change is intended:\n%s", file, diff)
 	}
 }

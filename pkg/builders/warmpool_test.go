@@ -3,8 +3,6 @@ package builders
 import (
 	"bytes"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -334,20 +332,7 @@ func TestGoldenWarmPool(t *testing.T) {
 		}
 		out.Write(b)
 	}
-	file := filepath.Join("testdata", "warm-pool.yaml")
-	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		if err := os.WriteFile(file, out.Bytes(), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), out.String()); diff != "" {
-		t.Errorf("%s (-golden +rendered); rerun with UPDATE_GOLDEN=1 if the change is intended:\n%s", file, diff)
-	}
+	golden(t, "warm-pool.yaml", out.Bytes())
 }
 
 func TestTheStatusCarriesTheLaunch(t *testing.T) {

@@ -349,7 +349,25 @@ func (b *bench) settle(ctx context.Context, op *operatorProcess, limit time.Dura
 // createTasks creates the named tasks at most perSecond per second with
 // conc creates in flight, and records when each create was sent.
 func (b *bench) createTasks(ctx context.Context, namespace string, names []string, perSecond float64, conc int) ([]time.Time, error) {
-	sent := make([]time.Time, len(names))
+	return sendPaced(ctx, len(names), perSecond, conc, func(ctx context.Context, i int) error {
+		task := &calibanv1alpha1.CalibanTask{
+			ObjectMeta: metav1.ObjectMeta{Name: names[i]},
+			Spec: calibanv1alpha1.CalibanTaskSpec{
+				WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: workspaceName},
+				Task:         calibanv1alpha1.TaskDefinition{Prompt: "Summarise the repository layout in README form."},
+			},
+		}
+		if _, err := b.caliban.CalibanV1alpha1().CalibanTasks(namespace).Create(ctx, task, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("creating CalibanTask %s: %w", names[i], err)
+		}
+		return nil
+	})
+}
+
+// sendPaced calls send for 0..n-1 at perSecond, conc at a time, and
+// returns when each call started; the first error stops it.
+func sendPaced(ctx context.Context, n int, perSecond float64, conc int, send func(context.Context, int) error) ([]time.Time, error) {
+	sent := make([]time.Time, n)
 	limiter := rate.NewLimiter(rate.Limit(perSecond), 1)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -358,21 +376,14 @@ func (b *bench) createTasks(ctx context.Context, namespace string, names []strin
 	for range conc {
 		wg.Go(func() {
 			for i := range next {
-				task := &calibanv1alpha1.CalibanTask{
-					ObjectMeta: metav1.ObjectMeta{Name: names[i]},
-					Spec: calibanv1alpha1.CalibanTaskSpec{
-						WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: workspaceName},
-						Task:         calibanv1alpha1.TaskDefinition{Prompt: "Summarise the repository layout in README form."},
-					},
-				}
 				sent[i] = time.Now()
-				if _, err := b.caliban.CalibanV1alpha1().CalibanTasks(namespace).Create(ctx, task, metav1.CreateOptions{}); err != nil {
-					cancel(fmt.Errorf("creating CalibanTask %s: %w", names[i], err))
+				if err := send(ctx, i); err != nil {
+					cancel(err)
 				}
 			}
 		})
 	}
-	for i := range names {
+	for i := range n {
 		if limiter.Wait(ctx) != nil {
 			break
 		}

@@ -14,8 +14,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"golang.org/x/time/rate"
-
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -221,33 +219,15 @@ func (b *bench) bareClaims(ctx context.Context, res *Result) error {
 	}
 	defer stop()
 	names := taskNames("c", cfg.N)
-	sent := make([]time.Time, len(names))
-	limiter := rate.NewLimiter(rate.Limit(float64(cfg.N)/cfg.BurstSpread.Seconds()), 1)
-	var wg sync.WaitGroup
-	errs := make(chan error, len(names))
-	next := make(chan int)
-	for range cfg.CreateConcurrency {
-		wg.Go(func() {
-			for i := range next {
-				claim := extac.SandboxClaim(names[i], ns).WithSpec(extac.SandboxClaimSpec().
-					WithWarmPoolRef(extac.SandboxWarmPoolRef().WithName(*pool.Name)))
-				sent[i] = time.Now()
-				if _, err := ext.SandboxClaims(ns).Apply(ctx, claim, apply); err != nil {
-					errs <- fmt.Errorf("creating SandboxClaim %s: %w", names[i], err)
-				}
-			}
-		})
-	}
-	for i := range names {
-		if limiter.Wait(ctx) != nil {
-			break
+	sent, err := sendPaced(ctx, len(names), float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency, func(ctx context.Context, i int) error {
+		claim := extac.SandboxClaim(names[i], ns).WithSpec(extac.SandboxClaimSpec().
+			WithWarmPoolRef(extac.SandboxWarmPoolRef().WithName(*pool.Name)))
+		if _, err := ext.SandboxClaims(ns).Apply(ctx, claim, apply); err != nil {
+			return fmt.Errorf("creating SandboxClaim %s: %w", names[i], err)
 		}
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+		return nil
+	})
+	if err != nil {
 		return err
 	}
 	if err := b.poll(ctx, cfg.RunningTimeout, func() (bool, string, error) {

@@ -59,7 +59,7 @@ func build() (func(), error) {
 // workspace claim its tests make, and some to spare. A warm pool takes one
 // for every Sandbox it ever makes: each refill, each roll; a released
 // volume is never bound again.
-const volumes = 48
+const volumes = 64
 
 var (
 	bedOnce sync.Once

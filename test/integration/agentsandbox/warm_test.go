@@ -337,3 +337,91 @@ func waitForNoPodNamed(t *testing.T, ns, name string) {
 		return nil
 	})
 }
+
+// The rest of a task's life on the warm path, with agent-sandbox doing
+// what it does: a finish with onFinish suspend releases the pod and keeps
+// the claim; the deadline fails a running task and releases its pod;
+// ttlSecondsAfterFinished deletes a finished task and, with it, its claim;
+// drain before delete keeps the pod until prospero answers, then
+// everything goes.
+func TestTheWarmLifecycle(t *testing.T) {
+	bed(t)
+	ns := cluster.Namespace(t, nil)
+	op := startOperator(t, "warm-life", ns)
+	namespaceWithWorkspace(t, ns)
+	setWarmPool(t, ns, "ws", 4)
+	waitForFullPool(t, ns, "ws", "")
+
+	createTask(t, ns, "done")
+	createTask(t, ns, "late")
+	createTask(t, ns, "brief", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{TTLSecondsAfterFinished: new(int32(1))}
+	})
+	createTask(t, ns, "drained", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{OnDelete: calibanv1alpha1.OnDeleteCheckpoint}
+	})
+	sandbox := map[string]string{}
+	for _, name := range []string{"done", "late", "brief", "drained"} {
+		task := waitForPhase(t, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+		if !builders.IsWarm(task) {
+			t.Fatalf("task %s took launch %+v, want the warm path", name, task.Status.Launch)
+		}
+		sandbox[name] = task.Status.SandboxRef.Name
+	}
+
+	// A finish: onFinish suspend (the default) releases the pod, keeps the
+	// claim and the Sandbox.
+	prospero(t, ns, "done", map[string]any{"type": builders.ConditionAgentsSettled, "status": "True", "reason": builders.SettledSucceeded})
+	waitForPhase(t, ns, "done", calibanv1alpha1.TaskCompleted, builders.ReasonCompleted)
+	waitForNoPodNamed(t, ns, sandbox["done"])
+	getClaim(t, ns, "done")
+	if mode, _, _ := unstructured.NestedString(getSandbox(t, ns, sandbox["done"]).Object, "spec", "operatingMode"); mode != "Suspended" {
+		t.Errorf("the finished task's Sandbox is in mode %q, want Suspended", mode)
+	}
+
+	// The deadline, set on the running task, has passed already.
+	updateTask(t, ns, "late", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{ActiveDeadlineSeconds: new(int32(1))}
+	})
+	waitForPhase(t, ns, "late", calibanv1alpha1.TaskFailed, builders.ReasonDeadlineExceeded)
+	waitForNoPodNamed(t, ns, sandbox["late"])
+
+	// ttlSecondsAfterFinished: the task goes, and the claim and its
+	// Sandbox with it.
+	prospero(t, ns, "brief", map[string]any{"type": builders.ConditionAgentsSettled, "status": "True", "reason": builders.SettledSucceeded})
+	gone(t, "task brief", func() error {
+		_, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, "brief", metav1.GetOptions{})
+		return err
+	})
+	gone(t, "brief's claim", func() error {
+		_, err := cluster.Caliban.ExtensionsV1beta1().SandboxClaims(ns).Get(ctx, builders.ClaimName("brief"), metav1.GetOptions{})
+		return err
+	})
+	gone(t, "brief's Sandbox", func() error {
+		_, err := cluster.Dynamic.Resource(sandboxGVR).Namespace(ns).Get(ctx, sandbox["brief"], metav1.GetOptions{})
+		return err
+	})
+
+	// Drain before delete: the pod stays while prospero drains.
+	if err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Delete(ctx, "drained", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForPhase(t, ns, "drained", calibanv1alpha1.TaskDraining, builders.ReasonDraining)
+	if p, err := cluster.Kube.CoreV1().Pods(ns).Get(ctx, sandbox["drained"], metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+		t.Errorf("a Draining warm task's pod went before prospero answered (%v)", err)
+	}
+	prospero(t, ns, "drained", map[string]any{"type": builders.ConditionAgentsDrained, "status": "True",
+		"reason": builders.DrainedCheckpointed, "message": "ckpt-1"})
+	gone(t, "drained's claim", func() error {
+		_, err := cluster.Caliban.ExtensionsV1beta1().SandboxClaims(ns).Get(ctx, builders.ClaimName("drained"), metav1.GetOptions{})
+		return err
+	})
+	gone(t, "drained's pod", func() error {
+		_, err := cluster.Kube.CoreV1().Pods(ns).Get(ctx, sandbox["drained"], metav1.GetOptions{})
+		return err
+	})
+
+	if refused := op.refusedWrites(t, ns); len(refused) > 0 {
+		t.Errorf("the apiserver refused writes of the operator: %v", refused)
+	}
+}
