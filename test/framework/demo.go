@@ -56,9 +56,21 @@ func (c *Cluster) CreateDemoTask(t testing.TB, ns, name, ws string) {
 		WorkspaceRef: calibanv1alpha1.WorkspaceReference{Name: ws},
 		Task:         calibanv1alpha1.TaskDefinition{Prompt: "Summarise the repository layout in README form."},
 	}}
-	if _, err := c.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(context.Background(), task, metav1.CreateOptions{FieldManager: FieldManager}); err != nil {
-		t.Fatal(err)
-	}
+	// Right after the CRDs and the admission policies are installed (a
+	// chart install), the apiserver's policy admission may not know the
+	// kind yet and refuses the create: "There can be a delay between when
+	// CustomResourceDefinitions are created and when they are available".
+	// Nothing was created then; try again.
+	Eventually(t, 30*time.Second, func() error {
+		_, err := c.Caliban.CalibanV1alpha1().CalibanTasks(ns).Create(context.Background(), task, metav1.CreateOptions{FieldManager: FieldManager})
+		if err != nil && strings.Contains(err.Error(), "There can be a delay between when CustomResourceDefinitions are created") {
+			return err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
 }
 
 // WaitForWorkspaceReady waits up to 30 s for the Workspace to be Ready.
