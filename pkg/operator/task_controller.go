@@ -93,8 +93,9 @@ type TaskController struct {
 	warm   WarmPoolInformers
 	claims extlisters.SandboxClaimLister
 	pools  extlisters.SandboxWarmPoolLister
-	// taken holds, by task UID, the claimed Sandbox a warm task labelled,
-	// until the Sandbox cache has it (*takenSandbox); appliedPolicies the
+	// taken holds, by task UID, the claimed Sandbox a warm task read
+	// before it ran there, or labelled, until the Sandbox cache has it
+	// (*takenSandbox); appliedPolicies the
 	// applied hash of the NetworkPolicy it last applied.
 	taken, appliedPolicies sync.Map
 }

@@ -138,32 +138,58 @@ func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.Ca
 	}
 	// Not in the cache: it carries none of the task's labels yet, or the
 	// watch has not brought them.
+	// read is the Sandbox as this task last read or took it.
+	var read *takenSandbox
 	if t, ok := c.taken.Load(task.UID); ok && t.(*takenSandbox).name == name && t.(*takenSandbox).mode == mode {
-		return task, t.(*takenSandbox).sandbox, false, 0, nil
+		read = t.(*takenSandbox)
+		if read.labelled {
+			return task, read.sandbox, false, 0, nil
+		}
 	}
 	r, err := builders.RenderWarm(task, in.Pin, c.settings)
 	if err != nil {
 		return task, nil, false, 0, err
 	}
 	template := builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash)
-	taken, err := c.takeSandbox(ctx, task, claim, name, template, mode)
+	if startingUp(task) && mode == sandboxv1beta1.OperatingModeRunning {
+		// Before the task runs anywhere, read the Sandbox: ready from the
+		// pool, of the task's rendering, the task runs in it now, and the
+		// next pass takes it. Running waits for no write but its own
+		// (docs/adr/0026-warm-start.md#running-first).
+		live, err := c.claimedLive(ctx, claim, name)
+		if err != nil || live == nil {
+			return task, nil, false, 0, err
+		}
+		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
+			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(template, got))
+		}
+		if freshness.LiveMode(live.Spec.OperatingMode) == mode && builders.SandboxServing(&live.Status) {
+			c.starts.sandboxReady(task.UID, c.clock.Now())
+			c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: live})
+			return task, live, false, takeRequeue, nil
+		}
+	}
+	// A Sandbox read in the mode the task wants keeps its spec: a new
+	// spec is a new generation, which agent-sandbox answers with a status
+	// write of its own.
+	setMode := read == nil || freshness.LiveMode(read.sandbox.Spec.OperatingMode) != mode
+	taken, err := c.takeSandbox(ctx, task, claim, name, template, mode, setMode)
 	switch {
 	case apierrors.IsNotFound(err):
 		return task, nil, false, 0, nil
 	case apierrors.IsInvalid(err):
 		// A test of the patch failed: look at the Sandbox to tell why.
-		live, gerr := c.sandboxes.Sandboxes(ns).Get(ctx, name, metav1.GetOptions{})
-		if gerr != nil {
-			if apierrors.IsNotFound(gerr) {
-				return task, nil, false, 0, nil
-			}
-			return task, nil, false, 0, fmt.Errorf("reading Sandbox %s: %w", name, gerr)
-		}
-		if !metav1.IsControlledBy(live, claim) {
-			// The claim's status is behind; its next update wakes the task.
-			return task, nil, false, 0, nil
+		live, gerr := c.claimedLive(ctx, claim, name)
+		if gerr != nil || live == nil {
+			return task, nil, false, 0, gerr
 		}
 		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
+			if !startingUp(task) {
+				// An agent ran in it: the task keeps what it got, and the
+				// operator never restarts it.
+				klog.FromContext(ctx).Info("The Sandbox the task ran in is of another rendering; leaving it alone", "sandbox", name, "template", got, "want", template)
+				return task, live, false, 0, nil
+			}
 			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(template, got))
 		}
 		// Ours and of the task's rendering, with more than one owner:
@@ -174,29 +200,66 @@ func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.Ca
 	case err != nil:
 		return task, nil, false, 0, fmt.Errorf("taking Sandbox %s: %w", name, err)
 	}
-	if builders.SandboxServing(&taken.Status) {
+	if builders.SandboxServing(&taken.Status) && startingUp(task) {
 		// Taken ready from the pool: its readiness is news to this task
 		// now, whenever the pool made it.
 		c.starts.sandboxReady(task.UID, c.clock.Now())
 	}
-	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: taken})
+	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: taken, labelled: true})
 	return task, taken, false, 0, nil
 }
 
-// takenSandbox is a claimed Sandbox the task has labelled, until the cache
-// has it.
-type takenSandbox struct {
-	name    string
-	mode    sandboxv1beta1.OperatingMode
-	sandbox *sandboxv1beta1.Sandbox
+// startingUp: the task has not yet run in the Sandbox its claim holds.
+func startingUp(task *calibanv1alpha1.CalibanTask) bool {
+	switch task.Status.Phase {
+	case "", calibanv1alpha1.TaskPending, calibanv1alpha1.TaskProvisioning:
+		return true
+	}
+	return false
 }
 
-// takeSandbox gives the Sandbox name the task's labels and mode in one
-// JSON patch that first tests what makes it the task's: its controller is
+// takeRequeue: a warm task that runs on a Sandbox it has not labelled
+// yet, or whose take found the Sandbox changed, looks again at once.
+const takeRequeue = 10 * time.Millisecond
+
+// claimedLive reads Sandbox name, which claim's status names, from the
+// apiserver: nil, without error, while it is gone or not yet the claim's.
+// The first read is the apiserver's watch cache (cheap, and it has the
+// adoption the claim's status was written after); a Sandbox it shows
+// under another controller is read again from etcd before the task waits.
+func (c *TaskController) claimedLive(ctx context.Context, claim *extv1beta1.SandboxClaim, name string) (*sandboxv1beta1.Sandbox, error) {
+	for _, rv := range []string{"0", ""} {
+		live, err := c.sandboxes.Sandboxes(claim.Namespace).Get(ctx, name, metav1.GetOptions{ResourceVersion: rv})
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading Sandbox %s: %w", name, err)
+		}
+		if metav1.IsControlledBy(live, claim) {
+			return live, nil
+		}
+	}
+	// The claim's status is ahead of its Sandbox, or behind; its next
+	// update wakes the task.
+	return nil, nil
+}
+
+// takenSandbox is a claimed Sandbox the task read before it ran there,
+// or labelled, until the cache has it.
+type takenSandbox struct {
+	name     string
+	mode     sandboxv1beta1.OperatingMode
+	sandbox  *sandboxv1beta1.Sandbox
+	labelled bool
+}
+
+// takeSandbox gives the Sandbox name the task's labels, and with setMode
+// its mode, in one JSON patch that first tests what makes it the task's: its controller is
 // the task's claim, and it was made from template, the task's rendering.
 // A failed test is an Invalid error and changes nothing. The response is
 // the Sandbox with its status, so the task can run at once.
-func (c *TaskController) takeSandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, claim *extv1beta1.SandboxClaim, name, template string, mode sandboxv1beta1.OperatingMode) (*sandboxv1beta1.Sandbox, error) {
+func (c *TaskController) takeSandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, claim *extv1beta1.SandboxClaim, name, template string, mode sandboxv1beta1.OperatingMode, setMode bool) (*sandboxv1beta1.Sandbox, error) {
 	ops := []map[string]any{
 		{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": string(claim.UID)},
 		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(builders.AnnotationSandboxTemplateRef), "value": template},
@@ -205,7 +268,9 @@ func (c *TaskController) takeSandbox(ctx context.Context, task *calibanv1alpha1.
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": labels[k]})
 	}
-	ops = append(ops, map[string]any{"op": "add", "path": "/spec/operatingMode", "value": string(mode)})
+	if setMode {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/operatingMode", "value": string(mode)})
+	}
 	body, err := json.Marshal(ops)
 	if err != nil {
 		return nil, err

@@ -302,25 +302,32 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 		t.Errorf("phase %s sandboxRef %+v, want Provisioning and no Sandbox yet", stored.Status.Phase, stored.Status.SandboxRef)
 	}
 
-	// The claim holds a Sandbox of the task's rendering: the task gives it
-	// its labels and mode, and runs there.
+	// The claim holds a Sandbox of the task's rendering, ready: the task
+	// runs there at once, and gives it its labels and mode next.
 	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
 	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
 	f.holdSandbox(tk, "ws-warm-x7k2p", template)
 	stored = sync()
-	want = []string{"patch calibantasks/status fix-bug", "jsonpatch sandboxes ws-warm-x7k2p"}
-	if got := f.writes(); !slices.Equal(got, want) {
-		t.Errorf("the sync that found the Sandbox wrote %v, want %v: one patch that takes it, and Running", got, want)
-	}
-	f.mu.Lock()
-	taken := f.servedSandboxes["team/ws-warm-x7k2p"].DeepCopy()
-	f.mu.Unlock()
-	if taken.Labels[builders.LabelTask] != "fix-bug" || taken.Labels[builders.LabelLaunchType] != builders.LaunchTypeWarm || taken.Spec.OperatingMode != sandboxv1beta1.OperatingModeRunning {
-		t.Errorf("the Sandbox has labels %v and mode %q, want the task's labels beside agent-sandbox's, and Running", taken.Labels, taken.Spec.OperatingMode)
+	if got, want := f.writes(), []string{"patch calibantasks/status fix-bug"}; !slices.Equal(got, want) {
+		t.Errorf("the sync that found the Sandbox wrote %v, want %v: Running, before any write to the Sandbox", got, want)
 	}
 	if stored.Status.Phase != calibanv1alpha1.TaskRunning || stored.Status.SandboxRef == nil || stored.Status.SandboxRef.Name != "ws-warm-x7k2p" ||
 		stored.Status.CalibandEndpoint != "ws-warm-x7k2p.team.svc.cluster.local:8443" {
 		t.Errorf("status %s %+v %q, want Running in ws-warm-x7k2p", stored.Status.Phase, stored.Status.SandboxRef, stored.Status.CalibandEndpoint)
+	}
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	stored = sync()
+	if got, want := f.writes(), []string{"jsonpatch sandboxes ws-warm-x7k2p"}; !slices.Equal(got, want) {
+		t.Errorf("the sync after Running wrote %v, want %v: one patch that takes the Sandbox", got, want)
+	}
+	f.mu.Lock()
+	taken := f.servedSandboxes["team/ws-warm-x7k2p"].DeepCopy()
+	f.mu.Unlock()
+	if taken.Labels[builders.LabelTask] != "fix-bug" || taken.Labels[builders.LabelLaunchType] != builders.LaunchTypeWarm || taken.Spec.OperatingMode != "" {
+		t.Errorf("the Sandbox has labels %v and mode %q, want the task's labels beside agent-sandbox's, and its spec as it was (no mode: Running), so no new generation", taken.Labels, taken.Spec.OperatingMode)
+	}
+	if stored.Status.Phase != calibanv1alpha1.TaskRunning {
+		t.Errorf("phase %s after the take, want Running still", stored.Status.Phase)
 	}
 
 	// Once the cache has the labelled Sandbox, nothing is written.
@@ -413,5 +420,36 @@ func TestAWarmTaskServedAnotherRenderingStartsCold(t *testing.T) {
 		if !slices.Contains(got, w) {
 			t.Errorf("the cold start wrote %v, want %q among them", got, w)
 		}
+	}
+}
+
+// A claim that holds a Sandbox not serving yet (the pool had none ready):
+// the task takes it first, and runs once it serves.
+func TestAWarmTaskTakesASandboxThatIsNotReadyBeforeRunning(t *testing.T) {
+	f, tc, tk, template := warmFixture(t)
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	f.holdSandbox(tk, "ws-warm-x7k2p", template)
+	f.mu.Lock()
+	f.servedSandboxes["team/ws-warm-x7k2p"].Status.Conditions[0].Status = metav1.ConditionFalse
+	f.mu.Unlock()
+	f.resetActions()
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := f.writes(), []string{"patch calibantasks/status fix-bug", "jsonpatch sandboxes ws-warm-x7k2p"}; !slices.Equal(got, want) {
+		t.Errorf("wrote %v, want %v: the take, and the status naming the Sandbox it waits for", got, want)
+	}
+	stored, _ = f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	if stored.Status.Phase != calibanv1alpha1.TaskProvisioning || stored.Status.SandboxRef == nil || stored.Status.SandboxRef.Name != "ws-warm-x7k2p" {
+		t.Errorf("phase %s sandboxRef %+v, want Provisioning in ws-warm-x7k2p while it is not ready", stored.Status.Phase, stored.Status.SandboxRef)
 	}
 }

@@ -14,6 +14,8 @@
 //	                       claims on a full pool, then tasks of a Workspace
 //	                       whose pool is full; unset or "stand-in" is the
 //	                       kwok Stage that plays it
+//	BENCH_AGENT_SANDBOX_ARGS  more flags for agent-sandbox's controller
+//	                       (with real or warm), split at spaces
 //	BENCH_N                tasks in the burst (default 1000; 300 with
 //	                       BENCH_AGENT_SANDBOX=real, 100 with warm)
 //	BENCH_PACED            tasks of the paced phase (default 300)
@@ -31,6 +33,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/caliban-ai/caliban-operator/test/bench/harness"
@@ -61,6 +64,10 @@ func run() error {
 		cfg.Warm = true
 	default:
 		return fmt.Errorf("BENCH_AGENT_SANDBOX %q is none of \"real\", \"warm\" and \"stand-in\"", v)
+	}
+	cfg.AgentSandboxArgs = strings.Fields(os.Getenv("BENCH_AGENT_SANDBOX_ARGS"))
+	if len(cfg.AgentSandboxArgs) > 0 && !cfg.RealAgentSandbox && !cfg.Warm {
+		return fmt.Errorf("BENCH_AGENT_SANDBOX_ARGS %q needs BENCH_AGENT_SANDBOX=real or warm: the stand-in runs no agent-sandbox controller", os.Getenv("BENCH_AGENT_SANDBOX_ARGS"))
 	}
 	if cfg.N, err = intEnv("BENCH_N"); err != nil {
 		return err

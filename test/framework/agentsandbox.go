@@ -63,13 +63,14 @@ func (c *Cluster) startAgentSandbox(ctx context.Context) error {
 	}
 	defer func() { _ = logFile.Close() }()
 	// Only flags v1.0 knows: it refuses to start on the removed webhook ones.
-	cmd := exec.Command(bin,
+	args := append([]string{
 		"--kubeconfig", c.Kubeconfig,
 		"--extensions",
 		"--leader-elect=false",
 		"--metrics-bind-address=0",
 		"--health-probe-bind-address=0",
-	)
+	}, c.opts.AgentSandboxArgs...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	// It dies with the test binary; Delete stops it first otherwise.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}

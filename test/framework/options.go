@@ -40,6 +40,10 @@ type Options struct {
 	// volumes the test provides (ProvideVolumes). Slower than the stand-in:
 	// a Sandbox is Ready once its claim is bound and its pod scheduled.
 	RealAgentSandbox bool
+	// AgentSandboxArgs are more flags for agent-sandbox's controller, with
+	// RealAgentSandbox: its tuning (e.g. the warm pool's replenish delay),
+	// which the benchmark compares.
+	AgentSandboxArgs []string
 }
 
 // sandboxReadyStage is the Stage in test/stages that makes a Sandbox Ready.

@@ -32,6 +32,10 @@ type Config struct {
 	// warm pools: bare claims on a full pool, then tasks of a Workspace
 	// whose pool is full (warm.go).
 	Warm bool
+	// AgentSandboxArgs (BENCH_AGENT_SANDBOX_ARGS, split at spaces) are
+	// more flags for agent-sandbox's controller, with RealAgentSandbox:
+	// its own tuning, e.g. --sandbox-warm-pool-replenish-delay=10s.
+	AgentSandboxArgs []string
 
 	// N is the size of the burst: 1000 by default, 300 with
 	// RealAgentSandbox, where a task costs a pod, a claim and a volume and

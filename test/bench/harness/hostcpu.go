@@ -150,11 +150,12 @@ func hostDelta(before, after hostCPU, wall time.Duration) hostShare {
 	return s
 }
 
-// table is the burst's CPU by process, largest first.
-func (s hostShare) table(n float64, wall time.Duration) string {
+// table is the burst's CPU by process, largest first, per one of n
+// (tasks, or claims: what).
+func (s hostShare) table(n float64, what string, wall time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "Machine busy %.0f %% of %.0f cores over %.1f s.\n\n", s.busyPercent, s.cores, wall.Seconds())
-	sb.WriteString("| Process | CPU | Per task | Share of the machine |\n|---|---:|---:|---:|\n")
+	fmt.Fprintf(&sb, "| Process | CPU | Per %s | Share of the machine |\n|---|---:|---:|---:|\n", what)
 	keys := make([]string, 0, len(s.byProcess))
 	for k := range s.byProcess {
 		keys = append(keys, k)

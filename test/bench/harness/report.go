@@ -344,7 +344,7 @@ func (r *Result) write() error {
 	var sb strings.Builder
 	switch {
 	case r.Config.Warm:
-		fmt.Fprintf(&sb, "# caliban-operator benchmark: warm start, %d tasks from a warm pool, against agent-sandbox's own claims\n\nRun %s (BENCH_AGENT_SANDBOX=warm): %d bare SandboxClaims on a full pool, then a burst of %d tasks of a Workspace whose pool is full; no ceiling, paced, steady-state, cold-start or bare-client phase, and no profiles.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339), r.Config.N, r.Config.N)
+		fmt.Fprintf(&sb, "# caliban-operator benchmark: warm start, %d tasks from a warm pool, against agent-sandbox's own claims\n\nRun %s (BENCH_AGENT_SANDBOX=warm): %d bare SandboxClaims on a full pool, then a burst of %d tasks of a Workspace whose pool is full; no ceiling, paced, steady-state, cold-start or bare-client phase. agent-sandbox's controller runs with %s.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339), r.Config.N, r.Config.N, agentSandboxFlags(r.Config.AgentSandboxArgs))
 	case real:
 		fmt.Fprintf(&sb, "# caliban-operator benchmark: %d tasks through agent-sandbox's controller\n\nRun %s. Only the burst was run (BENCH_AGENT_SANDBOX=real): no ceiling, paced, steady-state, cold-start or bare-client phase, and no profiles.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339))
 	default:
@@ -365,7 +365,13 @@ func (r *Result) write() error {
 	sb.WriteString(r.breakdown(r.schemas))
 	sb.WriteString("\n## Where the machine's CPU went during the burst\n\n")
 	wall := r.burst.after.at.Sub(r.burst.before.at)
-	sb.WriteString(hostDelta(r.burst.before.host, r.burst.after.host, wall).table(float64(r.Config.N), wall))
+	sb.WriteString(hostDelta(r.burst.before.host, r.burst.after.host, wall).table(float64(r.Config.N), "task", wall))
+	if r.Config.Warm {
+		sb.WriteString("\n## Every client's writes on the apiserver, until the last claim Ready and the last task Running\n\n")
+		sb.WriteString(r.writesTable())
+		sb.WriteString("\n## Where the machine's CPU went during agent-sandbox's bare claims\n\n")
+		sb.WriteString(r.warm.bareHost.table(float64(r.Config.N), "claim", r.warm.bareWall))
+	}
 	sb.WriteString("\n## The burst as the operator's client saw it (its /metrics)\n\n")
 	sb.WriteString(r.clientView())
 	sb.WriteString("\n## Machine\n\n")
@@ -489,4 +495,13 @@ func binaryRevision(path string) string {
 		return stamped + " (the version make stamped)"
 	}
 	return "unknown (built without VCS or version stamps)"
+}
+
+// agentSandboxFlags says which flags agent-sandbox's controller ran with
+// beyond the test bed's own.
+func agentSandboxFlags(args []string) string {
+	if len(args) == 0 {
+		return "its defaults (BENCH_AGENT_SANDBOX_ARGS empty)"
+	}
+	return "`" + strings.Join(args, " ") + "` (BENCH_AGENT_SANDBOX_ARGS) beside its defaults"
 }

@@ -55,6 +55,9 @@ type bench struct {
 	cancel  context.CancelCauseFunc
 	// floorBinary is the bare client (floor.go), built before the run.
 	floorBinary string
+	// afterRunning, when set, runs as soon as the burst's last task is
+	// seen Running, before the burst settles.
+	afterRunning func()
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -101,7 +104,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 
 	opts := framework.Options{ImmediateSandbox: true}
 	if cfg.RealAgentSandbox {
-		opts = framework.Options{RealAgentSandbox: true}
+		opts = framework.Options{RealAgentSandbox: true, AgentSandboxArgs: cfg.AgentSandboxArgs}
 	} else if b.floorBinary, err = buildFloor(ctx, b.tmp); err != nil {
 		return nil, err
 	}
@@ -433,6 +436,10 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 		}()
 	}
 
+	var apiserverProfiled func()
+	if cfg.Warm {
+		apiserverProfiled = b.profileAPIServer(ctx, res, "warm-burst")
+	}
 	names := taskNames("t", cfg.N)
 	sent, err := b.createTasks(ctx, benchNamespace, names, float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency)
 	if err != nil {
@@ -444,6 +451,9 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 		return err
 	}
 	running := obs.runningAt(names)
+	if b.afterRunning != nil {
+		b.afterRunning()
+	}
 	b.logf("  all %d Running %s after the first create", cfg.N, slices.MaxFunc(running, time.Time.Compare).Sub(sent[0]).Round(time.Millisecond))
 	if err := b.settle(ctx, op, time.Minute); err != nil {
 		return err
@@ -455,6 +465,9 @@ func (b *bench) burst(ctx context.Context, op *operatorProcess, obs *observer, r
 	rss, err := op.peakRSS()
 	if err != nil {
 		return err
+	}
+	if apiserverProfiled != nil {
+		apiserverProfiled()
 	}
 	if profiles {
 		heapPath := filepath.Join(cfg.ResultsDir, res.Stem+"-heap.pprof")

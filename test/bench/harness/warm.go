@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -42,6 +43,21 @@ type warmResult struct {
 	warmStarts float64
 	// coldToRunning is each cold task's create sent → Running seen.
 	coldToRunning []time.Duration
+	// toClaim, claimToReady and claimReadyToRunning split each warm task's
+	// create sent → Running seen at its claim, on the bench's watches: the
+	// middle one is agent-sandbox's part, measured like the bare claims.
+	toClaim, opClaimToReady, claimReadyToRunning []time.Duration
+	// bareSeenToReady is each bare claim's first seen → Ready seen.
+	bareSeenToReady []time.Duration
+	// bareWrites and opWrites are every client's writes on the apiserver
+	// while the bare claims, and the operator's burst, went to Ready and
+	// Running, by verb and resource.
+	bareWrites, opWrites map[string]float64
+	// bareHost is the machine's CPU from the first bare claim sent to the
+	// last seen Ready, over bareWall: the load agent-sandbox alone puts on
+	// the machine, beside the operator burst's.
+	bareHost hostShare
+	bareWall time.Duration
 }
 
 // bareNamespace holds agent-sandbox's bare claims.
@@ -93,8 +109,34 @@ func (b *bench) runWarm(ctx context.Context, res *Result) error {
 	if err != nil {
 		return err
 	}
+	claims, stopClaims, err := b.watchClaimsReady(ctx, benchNamespace)
+	if err != nil {
+		return err
+	}
+	defer stopClaims()
+	writesBefore, err := b.apiserverRequests(ctx)
+	if err != nil {
+		return err
+	}
+	b.afterRunning = func() {
+		if after, err := b.apiserverRequests(ctx); err == nil {
+			res.warm.opWrites = delta(writesBefore, after)
+		} else {
+			b.logf("  no count of the apiserver's writes: %v", err)
+		}
+	}
 	if err := b.burst(ctx, op, obs, res); err != nil {
 		return fmt.Errorf("burst: %w", err)
+	}
+	for i, name := range res.burst.names {
+		claim := builders.ClaimName(name)
+		seen, ready := claims.seenAt(claim), claims.at(claim)
+		if seen.IsZero() || ready.IsZero() {
+			continue
+		}
+		res.warm.toClaim = append(res.warm.toClaim, seen.Sub(res.burst.sent[i]))
+		res.warm.opClaimToReady = append(res.warm.opClaimToReady, ready.Sub(seen))
+		res.warm.claimReadyToRunning = append(res.warm.claimReadyToRunning, res.burst.running[i].Sub(ready))
 	}
 
 	b.logf("3/4 reading the launches and the operator's stages")
@@ -219,6 +261,16 @@ func (b *bench) bareClaims(ctx context.Context, res *Result) error {
 	}
 	defer stop()
 	names := taskNames("c", cfg.N)
+	hostBefore, err := b.hostCPU()
+	if err != nil {
+		return err
+	}
+	writesBefore, err := b.apiserverRequests(ctx)
+	if err != nil {
+		return err
+	}
+	began := time.Now()
+	profiled := b.profileAPIServer(ctx, res, "bare-claims")
 	sent, err := sendPaced(ctx, len(names), float64(cfg.N)/cfg.BurstSpread.Seconds(), cfg.CreateConcurrency, func(ctx context.Context, i int) error {
 		claim := extac.SandboxClaim(names[i], ns).WithSpec(extac.SandboxClaimSpec().
 			WithWarmPoolRef(extac.SandboxWarmPoolRef().WithName(*pool.Name)))
@@ -236,8 +288,23 @@ func (b *bench) bareClaims(ctx context.Context, res *Result) error {
 	}); err != nil {
 		return err
 	}
+	hostAfter, err := b.hostCPU()
+	if err != nil {
+		return err
+	}
+	res.warm.bareWall = time.Since(began)
+	writesAfter, err := b.apiserverRequests(ctx)
+	if err != nil {
+		return err
+	}
+	res.warm.bareWrites = delta(writesBefore, writesAfter)
+	res.warm.bareHost = hostDelta(hostBefore, hostAfter, res.warm.bareWall)
+	profiled()
 	for i, n := range names {
 		res.warm.claimToReady = append(res.warm.claimToReady, ready.at(n).Sub(sent[i]))
+		if seen := ready.seenAt(n); !seen.IsZero() {
+			res.warm.bareSeenToReady = append(res.warm.bareSeenToReady, ready.at(n).Sub(seen))
+		}
 	}
 	b.logf("  %d claims Ready; p50 %.0f ms, p99 %.0f ms from create", len(names), percentile(res.warm.claimToReady, 50), percentile(res.warm.claimToReady, 99))
 
@@ -270,10 +337,17 @@ func (b *bench) bareClaims(ctx context.Context, res *Result) error {
 	})
 }
 
-// claimsReady records when each claim was first seen Ready.
+// claimsReady records when each claim was first seen, and first seen
+// Ready.
 type claimsReady struct {
-	mu    sync.Mutex
-	ready map[string]time.Time
+	mu          sync.Mutex
+	seen, ready map[string]time.Time
+}
+
+func (c *claimsReady) seenAt(name string) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.seen[name]
 }
 
 func (c *claimsReady) count(names []string) int {
@@ -309,16 +383,19 @@ func (b *bench) watchClaimsReady(ctx context.Context, ns string) (*claimsReady, 
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &claimsReady{ready: map[string]time.Time{}}
+	c := &claimsReady{seen: map[string]time.Time{}, ready: map[string]time.Time{}}
 	go func() {
 		for ev := range w.ResultChan() {
 			now := time.Now()
 			claim, ok := ev.Object.(*extv1beta1.SandboxClaim)
-			if !ok || !meta.IsStatusConditionTrue(claim.Status.Conditions, builders.ConditionReady) {
+			if !ok {
 				continue
 			}
 			c.mu.Lock()
-			if _, seen := c.ready[claim.Name]; !seen {
+			if _, seen := c.seen[claim.Name]; !seen {
+				c.seen[claim.Name] = now
+			}
+			if _, seen := c.ready[claim.Name]; !seen && meta.IsStatusConditionTrue(claim.Status.Conditions, builders.ConditionReady) {
 				c.ready[claim.Name] = now
 			}
 			c.mu.Unlock()
@@ -412,12 +489,16 @@ func (r *Result) warmRows() []row {
 		{bare, "pool of N filled in", w.bareFill.Seconds(), "s"},
 		{bare, "claim created → Ready p50 (watch)", bareP50 / 1000, "s"},
 		{bare, "claim created → Ready p99 (watch)", percentile(w.claimToReady, 99) / 1000, "s"},
+		{bare, "claim seen → claim Ready p50 (watch)", percentile(w.bareSeenToReady, 50) / 1000, "s"},
 		{bare, "claims served a pool Sandbox", 100 * float64(w.bareWarm) / n, "%"},
 		{op, "pool of N filled in (Workspace created → WarmPoolReady)", w.opFill.Seconds(), "s"},
 		{op, "creates sent in", bu.createsTook.Seconds(), "s"},
 		{op, "create → Running p50 (watch)", opP50 / 1000, "s"},
 		{op, "create → Running p99 (watch)", percentile(bu.createToRunning(), 99) / 1000, "s"},
 		{op, "create → Running p50 / agent-sandbox's claim → Ready p50", ratio, "×"},
+		{op, "create sent → its claim seen p50 (watch)", percentile(w.toClaim, 50) / 1000, "s"},
+		{op, "claim seen → claim Ready p50 (watch; agent-sandbox's part)", percentile(w.opClaimToReady, 50) / 1000, "s"},
+		{op, "claim Ready → task Running p50 (watch)", percentile(w.claimReadyToRunning, 50) / 1000, "s"},
 		{op, "tasks on the warm path (status.launch Warm)", 100 * float64(w.warmPath) / n, "%"},
 		{op, "tasks on a Sandbox taken ready from the pool (launch-type warm)", 100 * float64(w.warmSandbox) / n, "%"},
 		{op, "throughput, first create sent → last Running seen", bu.throughput(), "tasks/s"},
@@ -462,4 +543,77 @@ func (r *Result) warmMethod() string {
 // each filled and refilled once, and the cold burst.
 func warmVolumes(n int) int {
 	return 5*n + 20
+}
+
+// profileAPIServer starts a CPU profile of the apiserver over twice the
+// burst's spread, the span of a warm phase's claims or tasks, and returns
+// what waits for it and keeps it: where the apiserver's CPU goes is what
+// tells agent-sandbox's load from the operator's. A failed profile is
+// reported, not fatal.
+func (b *bench) profileAPIServer(ctx context.Context, res *Result, phase string) func() {
+	path := filepath.Join(b.cfg.ResultsDir, res.Stem+"-"+phase+"-apiserver-cpu.pprof")
+	done := make(chan error, 1)
+	go func() {
+		done <- b.apiserverProfile(ctx, max(1, int(2*b.cfg.BurstSpread.Seconds())), path)
+	}()
+	return func() {
+		b.keepProfile(res, "CPU profile of the apiserver, "+phase, path, <-done)
+	}
+}
+
+// apiserverRequests is the apiserver's count of every client's requests
+// that change something, by verb and resource.
+func (b *bench) apiserverRequests(ctx context.Context) (map[string]float64, error) {
+	const family = "apiserver_request_total"
+	body, err := b.admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("apiserver /metrics: %w", err)
+	}
+	m, err := parseMetrics(string(body), family)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for k, v := range m.by(family, nil, "verb", "group", "resource", "subresource") {
+		verb, rest, _ := strings.Cut(k, " ")
+		switch verb {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
+		default:
+			continue
+		}
+		f := strings.Fields(rest)
+		// group resource subresource, any of them empty.
+		key := verb + " " + strings.Join(f, "/")
+		out[key] += v
+	}
+	return out, nil
+}
+
+// writesTable sets the writes of the bare claims beside the operator's
+// burst's, per claim and per task: what the operator's path adds to
+// agent-sandbox's on the apiserver, whoever sends it.
+func (r *Result) writesTable() string {
+	n := float64(r.Config.N)
+	keys := map[string]bool{}
+	for k := range r.warm.bareWrites {
+		keys[k] = true
+	}
+	for k := range r.warm.opWrites {
+		keys[k] = true
+	}
+	all := map[string]float64{}
+	for k := range keys {
+		all[k] = r.warm.bareWrites[k] + r.warm.opWrites[k]
+	}
+	var sb strings.Builder
+	sb.WriteString("| Verb | Resource | Bare claims, per claim | Operator burst, per task |\n|---|---|---:|---:|\n")
+	var bare, op float64
+	for _, k := range sortedKeys(all) {
+		verb, resource, _ := strings.Cut(k, " ")
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", verb, resource, format(r.warm.bareWrites[k]/n), format(r.warm.opWrites[k]/n))
+		bare += r.warm.bareWrites[k]
+		op += r.warm.opWrites[k]
+	}
+	fmt.Fprintf(&sb, "| all | | %s | %s |\n", format(bare/n), format(op/n))
+	return sb.String()
 }
