@@ -27,7 +27,12 @@ PHASE = hack/phase.sh $(PHASE_LOG)
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
-IMAGE ?= ghcr.io/caliban-ai/caliban-operator:$(VERSION)
+# Where a release goes: the image to $(IMAGE), the charts under
+# $(REGISTRY)/charts. IMAGE is a repository; where one image is meant (make
+# image) it may carry a tag, and without one gets $(VERSION).
+REGISTRY ?= ghcr.io/caliban-ai
+IMAGE ?= $(REGISTRY)/caliban-operator
+IMAGE_REF = $(if $(findstring :,$(lastword $(subst /, ,$(IMAGE)))),$(IMAGE),$(IMAGE):$(VERSION))
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 
 .PHONY: build
@@ -41,7 +46,7 @@ generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs (manifests/crds,
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod or a doc citing a missing file.
+verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod, a doc citing a missing file or a workflow actionlint rejects.
 	$(PHASE) verify:codegen -- hack/verify-codegen.sh
 	$(PHASE) verify:checks -- $(MAKE) --no-print-directory verify-checks
 
@@ -55,10 +60,13 @@ verify-checks:
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags release ./hack/release
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/tools/agent-sandbox && $(GO) mod tidy -diff
 	cd hack/tools/prometheus && $(GO) mod tidy -diff
+	cd hack/tools/actionlint && $(GO) mod tidy -diff
+	cd hack/tools/actionlint && $(GO) run github.com/rhysd/actionlint/cmd/actionlint -shellcheck= -pyflakes= $(CURDIR)/.github/workflows/*.yml
 
 .PHONY: tools
 tools: ## Build the local test bed's binaries and promtool into bin/ (about 16 minutes cold, seconds after).
@@ -122,9 +130,18 @@ chart: ## Package the Helm charts (charts/) into dist/, version and appVersion s
 	$(GO) run ./hack/chart -version "$(VERSION)" -out dist charts/caliban-crds charts/caliban-operator
 
 .PHONY: image
-image: ## Build the container image $(IMAGE) (needs a Docker engine).
-	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed)" >&2; exit 1; }
-	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE) .
+image: ## Build the container image $(IMAGE):$(VERSION) with a Docker engine (make release needs none).
+	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed); make release builds the image without one" >&2; exit 1; }
+	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE_REF) .
+
+.PHONY: release
+release: ## Build release VERSION (vX.Y.Z) into dist/ with Go alone: the multi-arch image (OCI layout), caliban-operator.yaml, the charts, kubectl-caliban archives, krew manifest, notes, SHA256SUMS; then check them against each other.
+	$(GO) run ./hack/release -version "$(VERSION)" -image "$(IMAGE)" -registry "$(REGISTRY)" -out dist
+	$(GO) test -count=1 -tags release -run TestTheReleaseAgreesWithItself ./hack/release -args -dist "$(CURDIR)/dist"
+
+.PHONY: release-push
+release-push: ## Push dist/'s image to $(IMAGE):$(VERSION) and its charts to $(REGISTRY)/charts (credentials of ~/.docker/config.json; PLAIN_HTTP=1 for a local registry).
+	$(GO) run ./hack/release push -out dist $(if $(PLAIN_HTTP),-plain-http)
 
 # deploy and undeploy act on a real cluster: say at once when there is none.
 NEED_CLUSTER = command -v kubectl >/dev/null || { echo "make $@ needs kubectl on PATH" >&2; exit 1; }; \

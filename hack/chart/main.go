@@ -24,18 +24,27 @@ import (
 func main() {
 	version := flag.String("version", "", "the release version (git describe), e.g. v0.3.0")
 	out := flag.String("out", "dist", "the directory the packages are written to")
+	var img imageStamp
+	flag.StringVar(&img.repository, "repository", "", "the operator chart's image repository, when not the tree's (make release: IMAGE)")
+	flag.StringVar(&img.digest, "digest", "", "the operator chart's image digest, sha256:... (make release: the built image's)")
 	flag.Parse()
 	charts := flag.Args()
 	if len(charts) == 0 {
 		charts = []string{"charts/caliban-crds", "charts/caliban-operator"}
 	}
-	if err := run(*version, *out, charts); err != nil {
+	if err := run(*version, *out, charts, img); err != nil {
 		fmt.Fprintf(os.Stderr, "chart: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(version, out string, charts []string) error {
+// imageStamp is what the operator chart's package says of its image beyond
+// the tag: empty fields keep the tree's.
+type imageStamp struct {
+	repository, digest string
+}
+
+func run(version, out string, charts []string, img imageStamp) error {
 	v, err := ChartVersion(version)
 	if err != nil {
 		return err
@@ -49,7 +58,7 @@ func run(version, out string, charts []string) error {
 	}
 	defer os.RemoveAll(scratch)
 	for _, dir := range charts {
-		dir, err := withImageTag(dir, version, scratch)
+		dir, err := withImageTag(dir, version, scratch, img)
 		if err != nil {
 			return err
 		}
@@ -84,16 +93,22 @@ func ChartVersion(version string) (string, error) {
 	return fallback, nil
 }
 
-// treeTagLine is the line of a chart's values.yaml that names the image tag
-// in the tree; withImageTag replaces it in the packaged copy.
-const treeTagLine = "  tag: latest\n"
+// treeTagLine, treeRepositoryLine and treeDigestLine are the lines of a
+// chart's values.yaml that name the image in the tree; withImageTag
+// replaces them in the packaged copy.
+const (
+	treeTagLine        = "  tag: latest\n"
+	treeRepositoryLine = "  repository: ghcr.io/caliban-ai/caliban-operator\n"
+	treeDigestLine     = "  digest: \"\"\n"
+)
 
 // withImageTag returns the chart directory to package: dir itself when its
 // values.yaml has no top-level image block (the CRDs chart), else a copy in
-// scratch whose image tag is version. A values.yaml with an
-// image block but not exactly one tree tag line is an error, so that a
-// reworded values.yaml cannot ship a chart that deploys "latest".
-func withImageTag(dir, version, scratch string) (string, error) {
+// scratch whose image tag is version, and whose repository and digest are
+// img's when set. A values.yaml with an image block but not exactly one of
+// each tree line it must replace is an error, so that a reworded
+// values.yaml cannot ship a chart that deploys "latest" or another image.
+func withImageTag(dir, version, scratch string, img imageStamp) (string, error) {
 	values, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
 	if err != nil {
 		return "", err
@@ -101,15 +116,24 @@ func withImageTag(dir, version, scratch string) (string, error) {
 	if !bytes.HasPrefix(values, []byte("image:\n")) && !bytes.Contains(values, []byte("\nimage:\n")) {
 		return dir, nil
 	}
-	if n := bytes.Count(values, []byte(treeTagLine)); n != 1 {
-		return "", fmt.Errorf("%s/values.yaml: want exactly one %q line to stamp the image tag, found %d", dir, strings.TrimSpace(treeTagLine), n)
+	stamps := []struct{ line, value string }{{treeTagLine, fmt.Sprintf("  tag: %q\n", version)}}
+	if img.repository != "" {
+		stamps = append(stamps, struct{ line, value string }{treeRepositoryLine, fmt.Sprintf("  repository: %s\n", img.repository)})
+	}
+	if img.digest != "" {
+		stamps = append(stamps, struct{ line, value string }{treeDigestLine, fmt.Sprintf("  digest: %q\n", img.digest)})
+	}
+	for _, s := range stamps {
+		if n := bytes.Count(values, []byte(s.line)); n != 1 {
+			return "", fmt.Errorf("%s/values.yaml: want exactly one %q line to stamp the image, found %d", dir, strings.TrimSpace(s.line), n)
+		}
+		values = bytes.Replace(values, []byte(s.line), []byte(s.value), 1)
 	}
 	copyDir := filepath.Join(scratch, filepath.Base(dir))
 	if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
 		return "", err
 	}
-	stamped := bytes.Replace(values, []byte(treeTagLine), []byte(fmt.Sprintf("  tag: %q\n", version)), 1)
-	if err := os.WriteFile(filepath.Join(copyDir, "values.yaml"), stamped, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(copyDir, "values.yaml"), values, 0o644); err != nil {
 		return "", err
 	}
 	return copyDir, nil

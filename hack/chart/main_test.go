@@ -36,7 +36,7 @@ func TestChartVersion(t *testing.T) {
 func TestRunStampsBothCharts(t *testing.T) {
 	out := t.TempDir()
 	charts := []string{filepath.Join("..", "..", "charts", "caliban-crds"), filepath.Join("..", "..", "charts", "caliban-operator")}
-	if err := run("v1.2.3", out, charts); err != nil {
+	if err := run("v1.2.3", out, charts, imageStamp{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"caliban-crds-1.2.3.tgz", "caliban-operator-1.2.3.tgz"} {
@@ -84,8 +84,27 @@ func TestRunRefusesAnUnstampableImageTag(t *testing.T) {
 	if err := os.WriteFile(values, []byte(reworded), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	err = run("v1.2.3", t.TempDir(), []string{dir})
+	err = run("v1.2.3", t.TempDir(), []string{dir}, imageStamp{})
 	if err == nil || !strings.Contains(err.Error(), "tag: latest") {
 		t.Fatalf("run = %v, want an error naming the tag line", err)
+	}
+}
+
+// make release stamps the operator chart with the release image's
+// repository and digest too.
+func TestRunStampsTheReleaseImage(t *testing.T) {
+	out := t.TempDir()
+	digest := "sha256:" + strings.Repeat("a", 64)
+	chart := filepath.Join("..", "..", "charts", "caliban-operator")
+	if err := run("v1.2.3", out, []string{chart}, imageStamp{repository: "registry.example/team/caliban-operator", digest: digest}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(filepath.Join(out, "caliban-operator-1.2.3.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, _ := ch.Values["image"].(map[string]any)
+	if image["repository"] != "registry.example/team/caliban-operator" || image["tag"] != "v1.2.3" || image["digest"] != digest {
+		t.Errorf("image %v, want the release's repository, tag and digest", image)
 	}
 }

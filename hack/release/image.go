@@ -1,0 +1,161 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/layout"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// imageUser is the uid and gid the operator runs as: no user of the image
+// is root, and the Deployment's securityContext says the same.
+const imageUser = "10001:10001"
+
+// entrypoint is where the binary sits in the image.
+const entrypoint = "/caliban-operator"
+
+// imageMeta is what the image says about itself, beside its binary.
+type imageMeta struct {
+	version, revision, source string
+	// created stamps every time in the image: the commit's time, so that
+	// two builds of one commit are the same bytes.
+	created time.Time
+}
+
+// buildImage is the operator's multi-platform OCI image: per platform one
+// layer holding the static binary at /caliban-operator, a non-root user,
+// no shell, no base. binaries maps each platform (os/arch) to its binary.
+// Every byte follows from the binaries and meta, so the index's digest
+// does too.
+func buildImage(binaries map[string]string, meta imageMeta) (v1.ImageIndex, error) {
+	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	for _, p := range sortedPlatforms(binaries) {
+		platform, err := v1.ParsePlatform(p)
+		if err != nil {
+			return nil, err
+		}
+		img, err := platformImage(binaries[p], *platform, meta)
+		if err != nil {
+			return nil, fmt.Errorf("image for %s: %w", p, err)
+		}
+		idx = mutate.AppendManifests(idx, mutate.IndexAddendum{
+			Add:        img,
+			Descriptor: v1.Descriptor{Platform: platform},
+		})
+	}
+	return idx, nil
+}
+
+func platformImage(binary string, platform v1.Platform, meta imageMeta) (v1.Image, error) {
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		return nil, err
+	}
+	layerTar, err := singleFileTar(entrypoint[1:], data, meta.created)
+	if err != nil {
+		return nil, err
+	}
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+		return io.NopCloser(bytes.NewReader(layerTar)), nil
+	}, tarball.WithMediaType(types.OCILayer))
+	if err != nil {
+		return nil, err
+	}
+	created := v1.Time{Time: meta.created}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, types.OCIConfigJSON)
+	img, err = mutate.Append(img, mutate.Addendum{
+		Layer:     layer,
+		MediaType: types.OCILayer,
+		History:   v1.History{Created: created, CreatedBy: "make release: the static caliban-operator binary", Comment: meta.version},
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return nil, err
+	}
+	cfg = cfg.DeepCopy()
+	cfg.Architecture, cfg.OS, cfg.Variant = platform.Architecture, platform.OS, platform.Variant
+	cfg.Created = created
+	cfg.Config = v1.Config{
+		Entrypoint: []string{entrypoint},
+		User:       imageUser,
+		Labels: map[string]string{
+			"org.opencontainers.image.title":    "caliban-operator",
+			"org.opencontainers.image.version":  meta.version,
+			"org.opencontainers.image.revision": meta.revision,
+			"org.opencontainers.image.source":   meta.source,
+			"org.opencontainers.image.created":  meta.created.UTC().Format(time.RFC3339),
+		},
+	}
+	return mutate.ConfigFile(img, cfg)
+}
+
+// singleFileTar is a tar holding one executable file, owned by root and
+// readable by all, with every time set to mtime.
+func singleFileTar(name string, data []byte, mtime time.Time) ([]byte, error) {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{
+		Typeflag: tar.TypeReg,
+		Name:     name,
+		Mode:     0o555,
+		Size:     int64(len(data)),
+		ModTime:  mtime.UTC().Truncate(time.Second),
+		Format:   tar.FormatUSTAR,
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return nil, err
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// writeLayout writes idx as an OCI image layout in dir, named by its
+// version (the annotation org.opencontainers.image.ref.name), which
+// `crane push`, skopeo and the push target read.
+func writeLayout(dir string, idx v1.ImageIndex, version string) error {
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	p, err := layout.Write(dir, empty.Index)
+	if err != nil {
+		return err
+	}
+	return p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version}))
+}
+
+// readLayout reads back the one index writeLayout wrote.
+func readLayout(dir string) (v1.ImageIndex, error) {
+	p, err := layout.FromPath(dir)
+	if err != nil {
+		return nil, err
+	}
+	outer, err := p.ImageIndex()
+	if err != nil {
+		return nil, err
+	}
+	m, err := outer.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	if len(m.Manifests) != 1 {
+		return nil, fmt.Errorf("%s holds %d entries, want the release's one index", dir, len(m.Manifests))
+	}
+	return outer.ImageIndex(m.Manifests[0].Digest)
+}

@@ -1,0 +1,332 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"helm.sh/helm/v4/pkg/action"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/registry"
+	"sigs.k8s.io/yaml"
+)
+
+var commitTime = time.Date(2026, 12, 6, 10, 0, 0, 0, time.UTC)
+
+// fakeBinaries writes a small file per platform, standing in for the
+// operator's binaries.
+func fakeBinaries(t *testing.T, content string) map[string]string {
+	t.Helper()
+	dir := t.TempDir()
+	bins := map[string]string{}
+	for _, p := range []string{"linux/amd64", "linux/arm64"} {
+		path := filepath.Join(dir, strings.ReplaceAll(p, "/", "-"))
+		if err := os.WriteFile(path, []byte(content+" for "+p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		bins[p] = path
+	}
+	return bins
+}
+
+func digestOf(t *testing.T, bins map[string]string, meta imageMeta) v1.Hash {
+	t.Helper()
+	idx, err := buildImage(bins, meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := idx.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func TestTheImageIsTheSameBytesFromTheSameInputs(t *testing.T) {
+	meta := imageMeta{version: "v1.2.3", revision: "abc1234", source: "https://example.com/x", created: commitTime}
+	first := digestOf(t, fakeBinaries(t, "operator"), meta)
+	if again := digestOf(t, fakeBinaries(t, "operator"), meta); again != first {
+		t.Errorf("two builds of the same binaries: %s and %s, want one digest", first, again)
+	}
+	later := meta
+	later.created = commitTime.Add(time.Second)
+	for what, d := range map[string]v1.Hash{
+		"another binary":      digestOf(t, fakeBinaries(t, "operator 2"), meta),
+		"another commit time": digestOf(t, fakeBinaries(t, "operator"), later),
+	} {
+		if d == first {
+			t.Errorf("%s gives the same digest %s: the digest does not follow from the inputs", what, d)
+		}
+	}
+}
+
+func TestTheImageRunsTheBinaryAsNonRootOnEachPlatform(t *testing.T) {
+	bins := fakeBinaries(t, "operator")
+	idx, err := buildImage(bins, imageMeta{version: "v1.2.3", revision: "abc1234", created: commitTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := idx.IndexManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var platforms []string
+	for _, desc := range m.Manifests {
+		platforms = append(platforms, desc.Platform.String())
+		img, err := idx.Image(desc.Digest)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := img.ConfigFile()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg.Config.User != imageUser || !slices.Equal(cfg.Config.Entrypoint, []string{entrypoint}) || cfg.Architecture+"" == "" || !cfg.Created.Equal(commitTime) {
+			t.Errorf("%s: user %q entrypoint %v created %v, want %s, [%s], %v", desc.Platform, cfg.Config.User, cfg.Config.Entrypoint, cfg.Created, imageUser, entrypoint, commitTime)
+		}
+		layers, err := img.Layers()
+		if err != nil || len(layers) != 1 {
+			t.Fatalf("%s: %d layers, %v; want the binary's one", desc.Platform, len(layers), err)
+		}
+		rc, err := layers[0].Uncompressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := tar.NewReader(rc)
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(tr)
+		_ = rc.Close()
+		want, _ := os.ReadFile(bins[desc.Platform.String()])
+		if h.Name != "caliban-operator" || h.Mode != 0o555 || h.Uid != 0 || !bytes.Equal(body, want) {
+			t.Errorf("%s: layer holds %s mode %o uid %d (%d bytes), want its platform's binary, 0555, root", desc.Platform, h.Name, h.Mode, h.Uid, len(body))
+		}
+	}
+	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
+		t.Errorf("platforms %v, want %v", platforms, want)
+	}
+}
+
+func TestTheInstallManifestPinsTheImageAndRollsWithTheVersion(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	templates := map[string]map[string]any{}
+	for _, version := range []string{"v1.2.3", "v1.2.4"} {
+		image := "registry.example/caliban-operator:" + version + "@sha256:" + strings.Repeat(version[len(version)-1:], 64)
+		out, err := installManifest(root, image)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kinds []string
+		for _, doc := range strings.Split(string(out), "\n---\n") {
+			var obj map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+				t.Fatal(err)
+			}
+			kind, _ := obj["kind"].(string)
+			kinds = append(kinds, kind)
+			if kind != "Deployment" {
+				continue
+			}
+			tmpl := obj["spec"].(map[string]any)["template"].(map[string]any)
+			c := tmpl["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)
+			if c["image"] != image {
+				t.Errorf("%s: the Deployment runs %v, want %s", version, c["image"], image)
+			}
+			templates[version] = tmpl
+		}
+		if kinds[0] != "CustomResourceDefinition" || !slices.Contains(kinds, "ClusterRole") || !slices.Contains(kinds, "Deployment") {
+			t.Errorf("%s: kinds %v, want the CRDs first, then RBAC and the Deployment", version, kinds)
+		}
+		if strings.Contains(string(out), treeImage+":latest") {
+			t.Errorf("%s: the manifest names the operator's :latest image", version)
+		}
+	}
+	// A new pod template is what makes the Deployment roll.
+	if cmp.Equal(templates["v1.2.3"], templates["v1.2.4"]) {
+		t.Error("two releases render one pod template: applying the next would not roll the pod")
+	}
+}
+
+func TestFillKrew(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	template, err := os.ReadFile(filepath.Join(root, "plugins", "krew", "caliban.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]string{}
+	for i, p := range pluginPlatforms {
+		sums[pluginArchive(p)] = strings.Repeat(string(rune('a'+i)), 64)
+	}
+	out, err := fillKrew(template, "v1.2.3", sums)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plugin struct {
+		Spec struct {
+			Version   string `json:"version"`
+			Platforms []struct {
+				URI    string `json:"uri"`
+				SHA256 string `json:"sha256"`
+			} `json:"platforms"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(out, &plugin); err != nil {
+		t.Fatal(err)
+	}
+	if plugin.Spec.Version != "v1.2.3" || len(plugin.Spec.Platforms) != len(pluginPlatforms) {
+		t.Fatalf("version %q, %d platforms; want v1.2.3 and %d", plugin.Spec.Version, len(plugin.Spec.Platforms), len(pluginPlatforms))
+	}
+	for _, p := range plugin.Spec.Platforms {
+		if want := sums[filepath.Base(p.URI)]; p.SHA256 != want || !strings.Contains(p.URI, "/v1.2.3/") {
+			t.Errorf("%s: sha256 %s, want %s, and the release's URL", p.URI, p.SHA256, want)
+		}
+	}
+	delete(sums, pluginArchive("darwin/arm64"))
+	if _, err := fillKrew(template, "v1.2.3", sums); err == nil || !strings.Contains(err.Error(), "darwin_arm64") {
+		t.Errorf("a missing archive: %v, want an error naming it", err)
+	}
+}
+
+func TestReleaseNotes(t *testing.T) {
+	changelog := []byte("# Changelog\n\n## [Unreleased]\n\n- next\n\n## [1.2.3] - 2026-12-01\n\n- fixed\n\n## [1.2.2]\n\n- older\n")
+	for name, tc := range map[string]struct {
+		version, want string
+	}{
+		"a released version gets its own section":           {"v1.2.3", "- fixed"},
+		"a version the changelog lacks gets the Unreleased": {"v0.0.0-test", "- next"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got, err := releaseNotes(changelog, tc.version)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasPrefix(got, "# caliban-operator "+tc.version+"\n") || !strings.Contains(got, tc.want) || strings.Contains(got, "older") {
+				t.Errorf("notes %q, want the heading and %q only", got, tc.want)
+			}
+		})
+	}
+	if _, err := releaseNotes([]byte("# Changelog\n"), "v1.0.0"); err == nil {
+		t.Error("a changelog without the version or Unreleased gave notes")
+	}
+}
+
+func TestChartRef(t *testing.T) {
+	for pkg, want := range map[string]string{
+		"caliban-operator-1.2.3.tgz":      "r.example/x/charts/caliban-operator:1.2.3",
+		"caliban-crds-0.0.0-test.tgz":     "r.example/x/charts/caliban-crds:0.0.0-test",
+		"caliban-operator-1.2.3-rc.1.tgz": "r.example/x/charts/caliban-operator:1.2.3-rc.1",
+	} {
+		if got := chartRef("r.example/x/", pkg); got != want {
+			t.Errorf("chartRef(%s) = %s, want %s", pkg, got, want)
+		}
+	}
+}
+
+// push sends the image the release recorded and the charts to a registry
+// (an in-process one here), where both can be read back.
+func TestPushSendsTheReleaseToARegistry(t *testing.T) {
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	u, err := url.Parse(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := u.Host
+	dir := t.TempDir()
+	idx, err := buildImage(fakeBinaries(t, "operator"), imageMeta{version: "v1.2.3", created: commitTime})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeLayout(filepath.Join(dir, layoutDir), idx, "v1.2.3"); err != nil {
+		t.Fatal(err)
+	}
+	digest, _ := idx.Digest()
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg := action.NewPackage()
+	pkg.Version, pkg.AppVersion, pkg.Destination = "1.2.3", "1.2.3", dir
+	chartPath, err := pkg.Run(filepath.Join(root, "charts", "caliban-crds"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := record{Version: "v1.2.3", Image: host + "/caliban/caliban-operator", Digest: digest.String(), Registry: host + "/caliban",
+		Charts: []string{filepath.Base(chartPath)}}
+	data, _ := json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(dir, recordFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := push(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := name.NewTag(rec.Image+":v1.2.3", name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushed, err := remote.Index(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := pushed.Digest(); got != digest {
+		t.Errorf("the registry serves %s under v1.2.3, want the release's %s", got, digest)
+	}
+	client, err := registry.NewClient(registry.ClientOptPlainHTTP())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pulled, err := client.Pull(host + "/caliban/charts/caliban-crds:1.2.3")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.LoadArchive(bytes.NewReader(pulled.Chart.Data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.Name != "caliban-crds" || ch.Metadata.Version != "1.2.3" {
+		t.Errorf("pulled chart %s %s, want caliban-crds 1.2.3", ch.Metadata.Name, ch.Metadata.Version)
+	}
+
+	list, err := os.ReadFile(filepath.Join(dir, pushedFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(list))
+	if len(lines) != 2 || lines[0] != rec.Image+"@"+digest.String() || !strings.HasPrefix(lines[1], host+"/caliban/charts/caliban-crds@sha256:") {
+		t.Errorf("%s lists %q, want the image and the chart by digest", pushedFile, lines)
+	}
+
+	// A layout that is not what the release recorded is not pushed.
+	rec.Digest = "sha256:" + strings.Repeat("0", 64)
+	data, _ = json.Marshal(rec)
+	if err := os.WriteFile(filepath.Join(dir, recordFile), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := push(dir, true); err == nil || !strings.Contains(err.Error(), "recorded") {
+		t.Errorf("push of a layout the release did not record: %v, want a refusal", err)
+	}
+}
