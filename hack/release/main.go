@@ -17,7 +17,7 @@
 //     chart's image repository, tag and digest the release's;
 //   - kubectl-caliban_<os>_<arch>.tar.gz for linux and darwin on amd64 and
 //     arm64, and caliban.yaml, the krew manifest filled from them;
-//   - RELEASE_NOTES.md, the version's CHANGELOG.md section (Unreleased for
+//   - RELEASE_NOTES, the version's CHANGELOG.md section (Unreleased for
 //     a version it does not name yet);
 //   - SHA256SUMS over every file above, and release.json, what push and
 //     the checks read.
@@ -219,7 +219,7 @@ const (
 	layoutDir   = "caliban-operator-image"
 	installFile = "caliban-operator.yaml"
 	krewFile    = "caliban.yaml"
-	notesFile   = "RELEASE_NOTES.md"
+	notesFile   = "RELEASE_NOTES"
 	recordFile  = "release.json"
 )
 

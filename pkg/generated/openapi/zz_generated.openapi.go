@@ -1441,7 +1441,7 @@ func schema_pkg_apis_caliban_v1alpha1_WorkspaceSpec(ref common.ReferenceCallback
 					},
 					"warmPool": {
 						SchemaProps: spec.SchemaProps{
-							Description: "warmPool keeps Sandboxes of this workspace's current configuration ready in agent-sandbox's warm pool, so that a task whose pin matches them starts in about a second instead of waiting for a new volume. Absent, or replicas 0: no pool, every task starts cold. Needs agent-sandbox's extensions API; without it tasks start cold and status.conditions says so.",
+							Description: "warmPool keeps Sandboxes of this workspace's current configuration ready in agent-sandbox's warm pool, so that a task whose pin matches them starts as soon as agent-sandbox hands one over instead of waiting for a new volume. Absent, or replicas 0: no pool, every task starts cold. Needs agent-sandbox's extensions API; without it tasks start cold and status.conditions says so.",
 							Ref:         ref("github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1.WarmPool"),
 						},
 					},

@@ -41,7 +41,8 @@ type WorkspaceSpecApplyConfiguration struct {
 	AgentPolicy *AgentPolicyApplyConfiguration `json:"agentPolicy,omitempty"`
 	// warmPool keeps Sandboxes of this workspace's current configuration
 	// ready in agent-sandbox's warm pool, so that a task whose pin matches
-	// them starts in about a second instead of waiting for a new volume.
+	// them starts as soon as agent-sandbox hands one over instead of waiting
+	// for a new volume.
 	// Absent, or replicas 0: no pool, every task starts cold. Needs
 	// agent-sandbox's extensions API; without it tasks start cold and
 	// status.conditions says so.
