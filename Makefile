@@ -56,6 +56,7 @@ verify-checks:
 	hack/verify-doc-refs_test.sh >/dev/null
 	hack/fuzz_test.sh >/dev/null
 	hack/phase_test.sh >/dev/null
+	hack/e2e-kind_test.sh >/dev/null
 	hack/verify-doc-refs.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
@@ -148,11 +149,16 @@ NEED_CLUSTER = command -v kubectl >/dev/null || { echo "make $@ needs kubectl on
   kubectl version --request-timeout=10s >/dev/null 2>&1 || { echo "make $@ needs a reachable cluster: kubectl version failed for the current KUBECONFIG context" >&2; exit 1; }
 
 .PHONY: deploy
-deploy: ## Install the CRDs, then the operator, into the cluster of the current KUBECONFIG.
+deploy: ## Install the CRDs, then the operator, into the cluster of the current KUBECONFIG; IMAGE=repo:tag (or @digest) runs that image, and later deploys keep it.
 	@$(NEED_CLUSTER)
 	kubectl apply --server-side -k manifests/crds
 	kubectl wait --for condition=Established --timeout 60s crd/workspaces.caliban.caliban-ai.dev crd/calibantasks.caliban.caliban-ai.dev
-	kubectl apply --server-side -k manifests/
+	$(GO) run ./hack/deploy $(if $(filter command line environment,$(origin IMAGE)),-image "$(IMAGE)") | kubectl apply --server-side -f -
+
+.PHONY: deploy-reset
+deploy-reset: ## Forget the IMAGE make deploy remembers, then deploy the tree's release.
+	@$(NEED_CLUSTER)
+	$(GO) run ./hack/deploy -reset | kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Delete every CalibanTask (draining for at most UNDEPLOY_DRAIN_WAIT=60 s), then the operator, then the CRDs.
@@ -160,7 +166,7 @@ undeploy: ## Delete every CalibanTask (draining for at most UNDEPLOY_DRAIN_WAIT=
 	hack/undeploy.sh
 
 .PHONY: e2e-kind
-e2e-kind: ## End-to-end on kind with the real agent-sandbox controller (needs Docker and network).
+e2e-kind: ## Run docs/quickstart.md on kind with the real agent-sandbox controller (needs Docker and network).
 	hack/e2e-kind.sh
 
 .PHONY: clean

@@ -93,11 +93,11 @@ func ChartVersion(version string) (string, error) {
 	return fallback, nil
 }
 
-// treeTagLine, treeRepositoryLine and treeDigestLine are the lines of a
-// chart's values.yaml that name the image in the tree; withImageTag
-// replaces them in the packaged copy.
+// treeTagLine starts, and treeRepositoryLine and treeDigestLine are, the
+// lines of a chart's values.yaml that name the image in the tree;
+// withImageTag replaces them in the packaged copy.
 const (
-	treeTagLine        = "  tag: latest\n"
+	treeTagLine        = "  tag: "
 	treeRepositoryLine = "  repository: ghcr.io/caliban-ai/caliban-operator\n"
 	treeDigestLine     = "  digest: \"\"\n"
 )
@@ -107,7 +107,7 @@ const (
 // scratch whose image tag is version, and whose repository and digest are
 // img's when set. A values.yaml with an image block but not exactly one of
 // each tree line it must replace is an error, so that a reworded
-// values.yaml cannot ship a chart that deploys "latest" or another image.
+// values.yaml cannot ship a chart that deploys another release's image.
 func withImageTag(dir, version, scratch string, img imageStamp) (string, error) {
 	values, err := os.ReadFile(filepath.Join(dir, "values.yaml"))
 	if err != nil {
@@ -116,7 +116,14 @@ func withImageTag(dir, version, scratch string, img imageStamp) (string, error) 
 	if !bytes.HasPrefix(values, []byte("image:\n")) && !bytes.Contains(values, []byte("\nimage:\n")) {
 		return dir, nil
 	}
-	stamps := []struct{ line, value string }{{treeTagLine, fmt.Sprintf("  tag: %q\n", version)}}
+	// The tree's tag is the release it deploys, whatever it is: the one
+	// line that sets it is replaced.
+	if n := bytes.Count(values, []byte("\n"+treeTagLine)); n != 1 {
+		return "", fmt.Errorf("%s/values.yaml: want exactly one %q line to stamp the image tag, found %d", dir, strings.TrimSpace(treeTagLine), n)
+	}
+	i := bytes.Index(values, []byte("\n"+treeTagLine)) + 1
+	tagLine := string(values[i : i+bytes.IndexByte(values[i:], '\n')+1])
+	stamps := []struct{ line, value string }{{tagLine, fmt.Sprintf("  tag: %q\n", version)}}
 	if img.repository != "" {
 		stamps = append(stamps, struct{ line, value string }{treeRepositoryLine, fmt.Sprintf("  repository: %s\n", img.repository)})
 	}

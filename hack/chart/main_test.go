@@ -77,15 +77,15 @@ func TestRunRefusesAnUnstampableImageTag(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reworded := strings.Replace(string(data), "  tag: latest\n", "  tag: \"\"\n", 1)
+	reworded := strings.Replace(string(data), "\n  tag: ", "\n  imageTag: ", 1)
 	if reworded == string(data) {
-		t.Fatal("charts/caliban-operator/values.yaml has no \"  tag: latest\" line")
+		t.Fatal("charts/caliban-operator/values.yaml has no \"  tag:\" line")
 	}
 	if err := os.WriteFile(values, []byte(reworded), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	err = run("v1.2.3", t.TempDir(), []string{dir}, imageStamp{})
-	if err == nil || !strings.Contains(err.Error(), "tag: latest") {
+	if err == nil || !strings.Contains(err.Error(), "tag:") {
 		t.Fatalf("run = %v, want an error naming the tag line", err)
 	}
 }

@@ -5,6 +5,7 @@ package main
 import (
 	"archive/tar"
 	"compress/gzip"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -41,6 +42,7 @@ func TestTheReleaseAgreesWithItself(t *testing.T) {
 		t.Errorf("layout index %s, release.json %s", digest, rec.Digest)
 	}
 	pinned := rec.Image + ":" + rec.Version + "@" + rec.Digest
+	checkLayoutArchive(t, filepath.Join(*dist, layoutArchive), rec)
 
 	manifest, err := os.ReadFile(filepath.Join(*dist, installFile))
 	if err != nil {
@@ -120,5 +122,40 @@ func checkPluginArchive(t *testing.T, path string) {
 	h, err := tar.NewReader(zr).Next()
 	if err != nil || h.Name != "kubectl-caliban" || h.Size == 0 {
 		t.Errorf("%s: first entry %v (%v), want kubectl-caliban", path, h, err)
+	}
+}
+
+// checkLayoutArchive: the OCI archive's index names the release's image
+// and digest, as kind and containerd read it.
+func checkLayoutArchive(t *testing.T, path string, rec record) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	tr := tar.NewReader(f)
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			t.Fatalf("%s: no index.json (%v)", path, err)
+		}
+		if h.Name != "index.json" {
+			continue
+		}
+		var index struct {
+			Manifests []struct {
+				Digest      string            `json:"digest"`
+				Annotations map[string]string `json:"annotations"`
+			} `json:"manifests"`
+		}
+		if err := json.NewDecoder(tr).Decode(&index); err != nil {
+			t.Fatal(err)
+		}
+		ref := rec.Image + ":" + rec.Version
+		if len(index.Manifests) != 1 || index.Manifests[0].Digest != rec.Digest || index.Manifests[0].Annotations["io.containerd.image.name"] != ref {
+			t.Errorf("%s: index %+v, want one entry, %s named %s", path, index.Manifests, rec.Digest, ref)
+		}
+		return
 	}
 }

@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -126,10 +129,11 @@ func singleFileTar(name string, data []byte, mtime time.Time) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// writeLayout writes idx as an OCI image layout in dir, named by its
-// version (the annotation org.opencontainers.image.ref.name), which
-// `crane push`, skopeo and the push target read.
-func writeLayout(dir string, idx v1.ImageIndex, version string) error {
+// writeLayout writes idx as an OCI image layout in dir, named ref (the
+// full <image>:<version>, in the annotations crane, skopeo and containerd
+// read), so that a tar of dir loads into a node under that name (`kind
+// load image-archive`) and the push target reads it.
+func writeLayout(dir string, idx v1.ImageIndex, ref string) error {
 	if err := os.RemoveAll(dir); err != nil {
 		return err
 	}
@@ -137,7 +141,10 @@ func writeLayout(dir string, idx v1.ImageIndex, version string) error {
 	if err != nil {
 		return err
 	}
-	return p.AppendIndex(idx, layout.WithAnnotations(map[string]string{"org.opencontainers.image.ref.name": version}))
+	return p.AppendIndex(idx, layout.WithAnnotations(map[string]string{
+		"org.opencontainers.image.ref.name": ref,
+		"io.containerd.image.name":          ref,
+	}))
 }
 
 // readLayout reads back the one index writeLayout wrote.
@@ -158,4 +165,48 @@ func readLayout(dir string) (v1.ImageIndex, error) {
 		return nil, fmt.Errorf("%s holds %d entries, want the release's one index", dir, len(m.Manifests))
 	}
 	return outer.ImageIndex(m.Manifests[0].Digest)
+}
+
+// tarLayout writes the OCI layout in dir as one tar (an OCI archive, what
+// `kind load image-archive` and `ctr images import` take), its entries in
+// name order, every time mtime: one layout, one archive.
+func tarLayout(dir, out string, mtime time.Time) error {
+	var files []string
+	if err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		files = append(files, path)
+		return nil
+	}); err != nil {
+		return err
+	}
+	slices.Sort(files)
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(f)
+	for _, path := range files {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			_ = f.Close()
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: filepath.ToSlash(rel), Mode: 0o644, Size: int64(len(data)),
+			ModTime: mtime.UTC().Truncate(time.Second), Format: tar.FormatPAX}); err != nil {
+			_ = f.Close()
+			return err
+		}
+		if _, err := tw.Write(data); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -10,7 +10,8 @@
 //   - caliban-operator-image/: the operator's image for linux/amd64 and
 //     linux/arm64 as an OCI image layout, a static binary on no base, run
 //     as a non-root user; every time in it is the commit's, so two builds
-//     of one commit have one digest;
+//     of one commit have one digest; caliban-operator-image.tar, the same
+//     as one OCI archive (kind load image-archive);
 //   - caliban-operator.yaml: what `kubectl apply -k manifests/` installs,
 //     its Deployment running <image>:<version>@<digest>;
 //   - the two Helm charts, version and appVersion stamped, the operator
@@ -139,7 +140,10 @@ func (o options) run() error {
 		return err
 	}
 	rec.Digest = digest.String()
-	if err := writeLayout(filepath.Join(out, layoutDir), idx, o.version); err != nil {
+	if err := writeLayout(filepath.Join(out, layoutDir), idx, o.image+":"+o.version); err != nil {
+		return err
+	}
+	if err := tarLayout(filepath.Join(out, layoutDir), filepath.Join(out, layoutArchive), epoch); err != nil {
 		return err
 	}
 	pinned := fmt.Sprintf("%s:%s@%s", o.image, o.version, rec.Digest)
@@ -216,11 +220,12 @@ func (o options) run() error {
 
 // The files of a release directory.
 const (
-	layoutDir   = "caliban-operator-image"
-	installFile = "caliban-operator.yaml"
-	krewFile    = "caliban.yaml"
-	notesFile   = "RELEASE_NOTES"
-	recordFile  = "release.json"
+	layoutDir     = "caliban-operator-image"
+	layoutArchive = "caliban-operator-image.tar"
+	installFile   = "caliban-operator.yaml"
+	krewFile      = "caliban.yaml"
+	notesFile     = "RELEASE_NOTES"
+	recordFile    = "release.json"
 )
 
 // goBuild builds pkg for platform (os/arch) into out: static, without

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/caliban-ai/caliban-operator/hack/internal/manifests"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -157,7 +158,7 @@ func TestTheInstallManifestPinsTheImageAndRollsWithTheVersion(t *testing.T) {
 		if kinds[0] != "CustomResourceDefinition" || !slices.Contains(kinds, "ClusterRole") || !slices.Contains(kinds, "Deployment") {
 			t.Errorf("%s: kinds %v, want the CRDs first, then RBAC and the Deployment", version, kinds)
 		}
-		if strings.Contains(string(out), treeImage+":latest") {
+		if strings.Contains(string(out), manifests.TreeImage+":latest") {
 			t.Errorf("%s: the manifest names the operator's :latest image", version)
 		}
 	}
@@ -260,7 +261,7 @@ func TestPushSendsTheReleaseToARegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeLayout(filepath.Join(dir, layoutDir), idx, "v1.2.3"); err != nil {
+	if err := writeLayout(filepath.Join(dir, layoutDir), idx, host+"/caliban/caliban-operator:v1.2.3"); err != nil {
 		t.Fatal(err)
 	}
 	digest, _ := idx.Digest()

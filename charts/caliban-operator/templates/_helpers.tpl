@@ -59,7 +59,7 @@ app.kubernetes.io/name: {{ include "caliban-operator.name" . }}
 {{- end }}
 
 {{- define "caliban-operator.image" -}}
-{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default (printf "v%s" .Chart.AppVersion) }}{{ with .Values.image.digest }}@{{ . }}{{ end }}
 {{- end }}
 
 {{/* The operator's RBAC rules, cluster-wide or in the watched namespace. */}}

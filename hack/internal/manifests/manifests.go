@@ -1,0 +1,73 @@
+// Package manifests renders manifests/ (what `kubectl apply -k
+// manifests/` installs) with the operator's image set: the install
+// manifest of a release, and what make deploy applies.
+package manifests
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/kustomize/kyaml/yaml"
+)
+
+// TreeImage is the image repository manifests/base's Deployment runs;
+// Render replaces it.
+const TreeImage = "ghcr.io/caliban-ai/caliban-operator"
+
+// Render builds manifests/ under root (the CRDs, then the operator) as one
+// YAML stream whose Deployment runs image, or the tree's when image is
+// empty.
+func Render(root, image string) ([]byte, error) {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(root, "manifests"))
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build manifests/: %w", err)
+	}
+	if image != "" {
+		if err := setImage(m, image); err != nil {
+			return nil, err
+		}
+	}
+	return m.AsYaml()
+}
+
+// setImage points every container of the Deployment that runs TreeImage
+// at image, and fails when none does: a renamed image must not ship a
+// manifest that deploys the tree's.
+func setImage(m resmap.ResMap, image string) error {
+	set := 0
+	for _, r := range m.Resources() {
+		if r.GetKind() != "Deployment" {
+			continue
+		}
+		containers, err := r.Pipe(yaml.Lookup("spec", "template", "spec", "containers"))
+		if err != nil || containers == nil {
+			continue
+		}
+		elements, err := containers.Elements()
+		if err != nil {
+			return err
+		}
+		for _, c := range elements {
+			current, err := c.Pipe(yaml.Lookup("image"))
+			if err != nil || current == nil {
+				continue
+			}
+			if repo, _, _ := strings.Cut(yaml.GetValue(current), ":"); repo != TreeImage {
+				continue
+			}
+			if err := c.PipeE(yaml.SetField("image", yaml.NewStringRNode(image))); err != nil {
+				return err
+			}
+			set++
+		}
+	}
+	if set == 0 {
+		return fmt.Errorf("manifests/: no Deployment container runs %s", TreeImage)
+	}
+	return nil
+}
