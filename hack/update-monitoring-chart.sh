@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Copies the monitoring artefacts of manifests/monitoring (the PrometheusRule
-# and the Grafana dashboard) into the caliban-operator chart's files/, where
+# Copies the monitoring artefacts of manifests/monitoring (the PodMonitor,
+# the PrometheusRule and the Grafana dashboard) into the caliban-operator chart's files/, where
 # its templates can read them: Helm reads no file outside the chart. The
 # copies are byte for byte; templates/monitoring.yaml wraps them in the
 # chart's labels and namespace, and test/charts checks that the chart then
@@ -15,4 +15,5 @@ out="${ROOT}/charts/caliban-operator/files/monitoring"
 rm -rf "${out}"
 mkdir -p "${out}/dashboards"
 cp "${src}/prometheusrule.yaml" "${out}/prometheusrule.yaml"
+cp "${src}/podmonitor.yaml" "${out}/podmonitor.yaml"
 cp "${src}"/dashboards/*.json "${out}/dashboards/"

@@ -19,6 +19,10 @@ func TestEachMonitoringValueRendersItsOwnObject(t *testing.T) {
 		values map[string]any
 		want   []string
 	}{
+		"monitoring.podMonitor.enabled": {
+			values: map[string]any{"podMonitor": map[string]any{"enabled": true}},
+			want:   []string{"PodMonitor " + namespace + "/caliban-operator"},
+		},
 		"monitoring.prometheusRule.enabled": {
 			values: map[string]any{"prometheusRule": map[string]any{"enabled": true}},
 			want:   []string{"PrometheusRule " + namespace + "/caliban-operator"},

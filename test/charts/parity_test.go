@@ -217,8 +217,9 @@ func TestTheOperatorChartsOptionalPartsRenderTheirKustomizations(t *testing.T) {
 				return objs
 			}(),
 		},
-		"monitoring.prometheusRule.enabled and monitoring.dashboard.enabled render manifests/monitoring": {
+		"monitoring.podMonitor, .prometheusRule and .dashboard enabled render manifests/monitoring": {
 			values: map[string]any{"monitoring": map[string]any{
+				"podMonitor":     map[string]any{"enabled": true},
 				"prometheusRule": map[string]any{"enabled": true},
 				"dashboard":      map[string]any{"enabled": true},
 			}},

@@ -208,7 +208,8 @@ func TestTheDashboardReadsOnlyItsDatasourceVariable(t *testing.T) {
 
 // kubectl apply -k manifests/monitoring ships the dashboard file byte for
 // byte, under a name that does not change with it, labelled for Grafana's
-// sidecar, and the PrometheusRule as it is written.
+// sidecar, the PrometheusRule as it is written, and the PodMonitor that
+// scrapes the operator's pods by their port.
 func TestTheKustomizationShipsTheDashboardAndTheRule(t *testing.T) {
 	objs, err := framework.Kustomize(root(t), "manifests/monitoring")
 	if err != nil {
@@ -234,6 +235,13 @@ func TestTheKustomizationShipsTheDashboardAndTheRule(t *testing.T) {
 			if diff := cmp.Diff(string(dashboard), data[filepath.Base(DashboardFile)]); diff != "" {
 				t.Errorf("the ConfigMap's dashboard differs from %s (-file +ConfigMap):\n%s", DashboardFile, diff)
 			}
+		case "PodMonitor":
+			spec := o.Object["spec"].(map[string]any)
+			selector, _ := spec["selector"].(map[string]any)["matchLabels"].(map[string]any)
+			endpoint := spec["podMetricsEndpoints"].([]any)[0].(map[string]any)
+			if selector["app.kubernetes.io/name"] != "caliban-operator" || endpoint["port"] != "metrics" {
+				t.Errorf("the PodMonitor selects %v on port %v, want the operator's pods on port metrics", selector, endpoint["port"])
+			}
 		case "PrometheusRule":
 			groups := o.Object["spec"].(map[string]any)["groups"].([]any)
 			if len(groups) != len(rule.Spec.Groups) {
@@ -241,7 +249,7 @@ func TestTheKustomizationShipsTheDashboardAndTheRule(t *testing.T) {
 			}
 		}
 	}
-	want := []string{"ConfigMap caliban-system/caliban-operator-dashboard", "PrometheusRule caliban-system/caliban-operator"}
+	want := []string{"ConfigMap caliban-system/caliban-operator-dashboard", "PodMonitor caliban-system/caliban-operator", "PrometheusRule caliban-system/caliban-operator"}
 	slices.Sort(kinds)
 	if diff := cmp.Diff(want, kinds); diff != "" {
 		t.Errorf("manifests/monitoring renders (-want +got):\n%s", diff)
