@@ -105,6 +105,13 @@ func TestTheReleaseAgreesWithItself(t *testing.T) {
 	if rec2.Digest != rec.Digest || !cmp.Equal(rec2.Plugins, rec.Plugins) {
 		t.Errorf("a second build of the same commit: image %s, plugins %v; the first: %s, %v", rec2.Digest, rec2.Plugins, rec.Digest, rec.Plugins)
 	}
+	sums2, err := readSums(filepath.Join(again, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(sums, sums2); diff != "" {
+		t.Errorf("a second build of the same commit differs in its files' sums (-first +second):\n%s", diff)
+	}
 }
 
 // checkPluginArchive: the archive holds kubectl-caliban at its top level.

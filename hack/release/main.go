@@ -161,6 +161,11 @@ func (o options) run() error {
 	if err != nil {
 		return err
 	}
+	for _, c := range charts {
+		if err := normalizeTgz(filepath.Join(out, c), epoch); err != nil {
+			return err
+		}
+	}
 	rec.Charts = charts
 
 	// kubectl-caliban and its krew manifest.

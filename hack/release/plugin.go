@@ -1,12 +1,14 @@
 package main
 
 import (
+	"archive/tar"
 	"bufio"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -186,4 +188,56 @@ func sortedPlatforms[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// normalizeTgz rewrites a .tar.gz with every time set to mtime and no
+// name or time in its gzip header, keeping its entries and their order:
+// helm package stamps the time of packaging, and one commit should give
+// one chart.
+func normalizeTgz(path string, mtime time.Time) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	tr := tar.NewReader(zr)
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		_ = f.Close()
+		return err
+	}
+	tw := tar.NewWriter(zw)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			_ = f.Close()
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		h.ModTime, h.AccessTime, h.ChangeTime = mtime.UTC().Truncate(time.Second), time.Time{}, time.Time{}
+		h.Uname, h.Gname, h.Uid, h.Gid = "", "", 0, 0
+		if err := tw.WriteHeader(h); err != nil {
+			_ = f.Close()
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			_ = f.Close()
+			return err
+		}
+	}
+	_ = f.Close()
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := zw.Close(); err != nil {
+		return err
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
 }

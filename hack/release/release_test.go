@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"io/fs"
 	"log"
 	"net/http/httptest"
 	"net/url"
@@ -329,5 +330,50 @@ func TestPushSendsTheReleaseToARegistry(t *testing.T) {
 	}
 	if err := push(dir, true); err == nil || !strings.Contains(err.Error(), "recorded") {
 		t.Errorf("push of a layout the release did not record: %v, want a refusal", err)
+	}
+}
+
+// Two packages of one chart from two checkouts, whose files have other
+// times, are one file once normalized.
+func TestNormalizedChartsAreTheSameBytes(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sums []string
+	for i := range 2 {
+		checkout := filepath.Join(t.TempDir(), "caliban-crds")
+		if err := os.CopyFS(checkout, os.DirFS(filepath.Join(root, "charts", "caliban-crds"))); err != nil {
+			t.Fatal(err)
+		}
+		when := commitTime.Add(time.Duration(i) * time.Hour)
+		if err := filepath.WalkDir(checkout, func(path string, _ fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			return os.Chtimes(path, when, when)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		pkg := action.NewPackage()
+		pkg.Version, pkg.AppVersion, pkg.Destination = "1.2.3", "1.2.3", t.TempDir()
+		path, err := pkg.Run(checkout, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := normalizeTgz(path, commitTime); err != nil {
+			t.Fatal(err)
+		}
+		sum, err := sha256File(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sums = append(sums, sum)
+		if _, err := loader.Load(path); err != nil {
+			t.Fatalf("the normalized chart does not load: %v", err)
+		}
+	}
+	if sums[0] != sums[1] {
+		t.Errorf("two packages normalize to %s and %s", sums[0], sums[1])
 	}
 }
