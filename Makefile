@@ -144,21 +144,24 @@ release: ## Build release VERSION (vX.Y.Z) into dist/ with Go alone: the multi-a
 release-push: ## Push dist/'s image to $(IMAGE):$(VERSION) and its charts to $(REGISTRY)/charts (credentials of ~/.docker/config.json; PLAIN_HTTP=1 for a local registry).
 	$(GO) run ./hack/release push -out dist $(if $(PLAIN_HTTP),-plain-http)
 
+# Where make deploy remembers the IMAGE it was last given (git-ignored).
+DEPLOY_STATE ?= .cache/deploy/image
+
 # deploy and undeploy act on a real cluster: say at once when there is none.
 NEED_CLUSTER = command -v kubectl >/dev/null || { echo "make $@ needs kubectl on PATH" >&2; exit 1; }; \
-  kubectl version --request-timeout=10s >/dev/null 2>&1 || { echo "make $@ needs a reachable cluster: kubectl version failed for the current KUBECONFIG context" >&2; exit 1; }
+  kubectl get --raw /readyz --request-timeout=10s >/dev/null 2>&1 || { echo "make $@ needs a reachable cluster: kubectl get --raw /readyz failed for the current KUBECONFIG context" >&2; exit 1; }
 
 .PHONY: deploy
 deploy: ## Install the CRDs, then the operator, into the cluster of the current KUBECONFIG; IMAGE=repo:tag (or @digest) runs that image, and later deploys keep it.
 	@$(NEED_CLUSTER)
 	kubectl apply --server-side -k manifests/crds
 	kubectl wait --for condition=Established --timeout 60s crd/workspaces.caliban.caliban-ai.dev crd/calibantasks.caliban.caliban-ai.dev
-	$(GO) run ./hack/deploy $(if $(filter command line environment,$(origin IMAGE)),-image "$(IMAGE)") | kubectl apply --server-side -f -
+	$(GO) run ./hack/deploy -state "$(DEPLOY_STATE)" $(if $(filter command line environment,$(origin IMAGE)),-image "$(IMAGE)") | kubectl apply --server-side -f -
 
 .PHONY: deploy-reset
 deploy-reset: ## Forget the IMAGE make deploy remembers, then deploy the tree's release.
 	@$(NEED_CLUSTER)
-	$(GO) run ./hack/deploy -reset | kubectl apply --server-side -f -
+	$(GO) run ./hack/deploy -state "$(DEPLOY_STATE)" -reset | kubectl apply --server-side -f -
 
 .PHONY: undeploy
 undeploy: ## Delete every CalibanTask (draining for at most UNDEPLOY_DRAIN_WAIT=60 s), then the operator, then the CRDs.

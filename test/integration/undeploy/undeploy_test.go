@@ -1,6 +1,7 @@
-// Package undeploy_test runs `make undeploy`'s script against a cluster
-// holding a task that waits for its drain, with nobody left to drain it.
-// It has a cluster of its own: uninstalling deletes the CRDs.
+// Package undeploy_test runs `make deploy` against a cluster, then `make
+// undeploy`'s script against it holding a task that waits for its drain,
+// with nobody left to drain it. It has a cluster of its own: uninstalling
+// deletes the CRDs.
 package undeploy_test
 
 import (
