@@ -267,6 +267,30 @@ func (f *fixture) holdSandbox(tk *calibanv1alpha1.CalibanTask, name, template st
 	f.mu.Unlock()
 }
 
+// claimedFixture is a warm task synced once (its claim and pin written,
+// the cache holding both and its policy) whose claim then holds a Sandbox
+// of its rendering, as edit leaves it; no write recorded yet.
+func claimedFixture(t *testing.T, edit func(*sandboxv1beta1.Sandbox)) (*fixture, *TaskController, *calibanv1alpha1.CalibanTask) {
+	t.Helper()
+	f, tc, tk, template := warmFixture(t)
+	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	f.holdSandbox(tk, "ws-warm-x7k2p", template)
+	f.mu.Lock()
+	edit(f.servedSandboxes["team/ws-warm-x7k2p"])
+	f.mu.Unlock()
+	f.resetActions()
+	return f, tc, tk
+}
+
 func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 	f, tc, tk, template := warmFixture(t)
 	sync := func() *calibanv1alpha1.CalibanTask {
@@ -357,22 +381,7 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 // A task whose claim's Sandbox is not the claim's (a status behind) is not
 // given the task's labels.
 func TestAWarmTaskTakesOnlyItsClaimsSandbox(t *testing.T) {
-	f, tc, tk, template := warmFixture(t)
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
-		t.Fatal(err)
-	}
-	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
-	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
-	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
-	f.holdSandbox(tk, "ws-warm-x7k2p", template)
-	f.mu.Lock()
-	f.servedSandboxes["team/ws-warm-x7k2p"].OwnerReferences[0].UID = "another-claim"
-	f.mu.Unlock()
-	f.resetActions()
+	f, tc, tk := claimedFixture(t, func(sb *sandboxv1beta1.Sandbox) { sb.OwnerReferences[0].UID = "another-claim" })
 	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
@@ -426,29 +435,14 @@ func TestAWarmTaskServedAnotherRenderingStartsCold(t *testing.T) {
 // A claim that holds a Sandbox not serving yet (the pool had none ready):
 // the task takes it first, and runs once it serves.
 func TestAWarmTaskTakesASandboxThatIsNotReadyBeforeRunning(t *testing.T) {
-	f, tc, tk, template := warmFixture(t)
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
-		t.Fatal(err)
-	}
-	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
-	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
-	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
-	f.holdSandbox(tk, "ws-warm-x7k2p", template)
-	f.mu.Lock()
-	f.servedSandboxes["team/ws-warm-x7k2p"].Status.Conditions[0].Status = metav1.ConditionFalse
-	f.mu.Unlock()
-	f.resetActions()
+	f, tc, tk := claimedFixture(t, func(sb *sandboxv1beta1.Sandbox) { sb.Status.Conditions[0].Status = metav1.ConditionFalse })
 	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.writes(), []string{"patch calibantasks/status fix-bug", "jsonpatch sandboxes ws-warm-x7k2p"}; !slices.Equal(got, want) {
 		t.Errorf("wrote %v, want %v: the take, and the status naming the Sandbox it waits for", got, want)
 	}
-	stored, _ = f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
 	if stored.Status.Phase != calibanv1alpha1.TaskProvisioning || stored.Status.SandboxRef == nil || stored.Status.SandboxRef.Name != "ws-warm-x7k2p" {
 		t.Errorf("phase %s sandboxRef %+v, want Provisioning in ws-warm-x7k2p while it is not ready", stored.Status.Phase, stored.Status.SandboxRef)
 	}
