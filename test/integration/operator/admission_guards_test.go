@@ -76,6 +76,18 @@ func TestTheAdmissionComponentGuardsWhatTheOperatorTrustsInStatus(t *testing.T) 
 		err := applyStatusAs(asProspero, "CalibanTask", ns, "before", map[string]any{"phase": "Completed"}, true, metav1.DryRunAll)
 		return framework.IsForbidden(err, "status.phase: written only by the operator")
 	})
+	// The API server loads each policy on its own: the one that records
+	// who created a task may come later than the status guard.
+	waitInForce(t, "caliban-requested-by", func() error {
+		tk, err := asBob.CalibanV1alpha1().CalibanTasks(ns).Create(ctx, newTask(ns, "probe", "ws"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return err
+		}
+		if got := tk.Annotations[calibanv1alpha1.AnnotationRequestedBy]; got != bob {
+			return fmt.Errorf("a task bob creates is recorded as requested by %q", got)
+		}
+		return nil
+	})
 
 	t.Run("the operator's own ServiceAccount writes status with the component in force", func(t *testing.T) {
 		created := createTask(t, ns, "task", "ws")
