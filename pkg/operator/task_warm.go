@@ -255,8 +255,9 @@ type takenSandbox struct {
 }
 
 // takeSandbox gives the Sandbox name the task's labels, and with setMode
-// its mode, in one JSON patch that first tests what makes it the task's: its controller is
-// the task's claim, and it was made from template, the task's rendering.
+// its mode, in one JSON patch that first tests what makes it the task's:
+// its controller is the task's claim, and it was made from template, the
+// task's rendering.
 // A failed test is an Invalid error and changes nothing. The response is
 // the Sandbox with its status, so the task can run at once.
 func (c *TaskController) takeSandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, claim *extv1beta1.SandboxClaim, name, template string, mode sandboxv1beta1.OperatingMode, setMode bool) (*sandboxv1beta1.Sandbox, error) {
