@@ -15,9 +15,6 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr/funcr"
-	// The release image has no CA bundle: this one (Mozilla's roots) is
-	// used when the system has none, for an OTLP endpoint over TLS.
-	_ "golang.org/x/crypto/x509roots/fallback"
 	"k8s.io/klog/v2"
 
 	"github.com/caliban-ai/caliban-operator/cmd/caliban-operator/app"

@@ -3,10 +3,12 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"time"
@@ -17,6 +19,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"golang.org/x/crypto/x509roots/fallback/bundle"
 )
 
 // imageUser is the uid and gid the operator runs as: no user of the image
@@ -35,8 +38,8 @@ type imageMeta struct {
 }
 
 // buildImage is the operator's multi-platform OCI image: per platform one
-// layer holding the static binary at /caliban-operator, a non-root user,
-// no shell, no base. binaries maps each platform (os/arch) to its binary.
+// layer holding the static binary at /caliban-operator and a CA bundle, a
+// non-root user, no shell, no base. binaries maps each platform (os/arch) to its binary.
 // Every byte follows from the binaries and meta, so the index's digest
 // does too.
 func buildImage(binaries map[string]string, meta imageMeta) (v1.ImageIndex, error) {
@@ -63,7 +66,10 @@ func platformImage(binary string, platform v1.Platform, meta imageMeta) (v1.Imag
 	if err != nil {
 		return nil, err
 	}
-	layerTar, err := singleFileTar(entrypoint[1:], data, meta.created)
+	layerTar, err := tarFiles([]tarFile{
+		{name: entrypoint[1:], data: data, mode: 0o555},
+		{name: caBundle, data: caBundlePEM(), mode: 0o444},
+	}, meta.created)
 	if err != nil {
 		return nil, err
 	}
@@ -105,23 +111,57 @@ func platformImage(binary string, platform v1.Platform, meta imageMeta) (v1.Imag
 	return mutate.ConfigFile(img, cfg)
 }
 
-// singleFileTar is a tar holding one executable file, owned by root and
-// readable by all, with every time set to mtime.
-func singleFileTar(name string, data []byte, mtime time.Time) ([]byte, error) {
+// caBundle is where Go's crypto/x509 looks for the system's roots on
+// Linux (Debian's path, the first it tries).
+const caBundle = "etc/ssl/certs/ca-certificates.crt"
+
+// caBundlePEM is Mozilla's root store as x509roots/fallback carries it, in
+// PEM, for an OTLP endpoint over TLS: the image has no base to bring one,
+// and a file costs the operator nothing until it dials out, where the
+// fallback package would parse every root at each start. Roots with a
+// constraint X.509 cannot express (distrust after a date) are left out.
+func caBundlePEM() []byte {
+	var b bytes.Buffer
+	for r := range bundle.Roots() {
+		if r.Constraint != nil {
+			continue
+		}
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: r.Certificate})
+	}
+	return b.Bytes()
+}
+
+// tarFile is a regular file of a tar tarFiles writes.
+type tarFile struct {
+	name string
+	data []byte
+	mode int64
+}
+
+// tarFiles is a tar holding files, in order, owned by root, with every
+// time set to mtime and the directories they need before them.
+func tarFiles(files []tarFile, mtime time.Time) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	if err := tw.WriteHeader(&tar.Header{
-		Typeflag: tar.TypeReg,
-		Name:     name,
-		Mode:     0o555,
-		Size:     int64(len(data)),
-		ModTime:  mtime.UTC().Truncate(time.Second),
-		Format:   tar.FormatUSTAR,
-	}); err != nil {
-		return nil, err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return nil, err
+	mtime = mtime.UTC().Truncate(time.Second)
+	made := map[string]bool{}
+	for _, f := range files {
+		var dirs []string
+		for d := path.Dir(f.name); d != "." && !made[d]; d = path.Dir(d) {
+			dirs = append([]string{d}, dirs...)
+			made[d] = true
+		}
+		for _, d := range dirs {
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755, ModTime: mtime, Format: tar.FormatUSTAR}); err != nil {
+				return nil, err
+			}
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.data)), ModTime: mtime, Format: tar.FormatUSTAR}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return nil, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return nil, err

@@ -35,7 +35,7 @@ func archivePlugin(binary, out string, mtime time.Time) error {
 	if err != nil {
 		return err
 	}
-	tarred, err := singleFileTar("kubectl-caliban", data, mtime)
+	tarred, err := tarFiles([]tarFile{{name: "kubectl-caliban", data: data, mode: 0o555}}, mtime)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
 	"io"
 	"io/fs"
@@ -115,10 +116,27 @@ func TestTheImageRunsTheBinaryAsNonRootOnEachPlatform(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(tr)
-		_ = rc.Close()
 		want, _ := os.ReadFile(bins[desc.Platform.String()])
 		if h.Name != "caliban-operator" || h.Mode != 0o555 || h.Uid != 0 || !bytes.Equal(body, want) {
 			t.Errorf("%s: layer holds %s mode %o uid %d (%d bytes), want its platform's binary, 0555, root", desc.Platform, h.Name, h.Mode, h.Uid, len(body))
+		}
+		// The roots Go reads on Linux, for an OTLP endpoint over TLS.
+		roots := x509.NewCertPool()
+		for {
+			h, err := tr.Next()
+			if err != nil {
+				break
+			}
+			if h.Name == caBundle {
+				pemData, _ := io.ReadAll(tr)
+				if !roots.AppendCertsFromPEM(pemData) {
+					t.Errorf("%s: %s holds no certificate", desc.Platform, caBundle)
+				}
+			}
+		}
+		_ = rc.Close()
+		if len(roots.Subjects()) < 100 {
+			t.Errorf("%s: the image's CA bundle has %d roots, want Mozilla's store", desc.Platform, len(roots.Subjects()))
 		}
 	}
 	if want := []string{"linux/amd64", "linux/arm64"}; !slices.Equal(platforms, want) {
