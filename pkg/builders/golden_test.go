@@ -2,15 +2,13 @@ package builders
 
 import (
 	"bytes"
-	"os"
-	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
+	goldenfile "github.com/caliban-ai/caliban-operator/test/golden"
 )
 
 // The golden files are the whole apply bodies of a task's three children
@@ -107,25 +105,5 @@ func TestGoldenChildren(t *testing.T) {
 	}
 }
 
-// golden compares got with testdata/<name>; UPDATE_GOLDEN=1 rewrites the
-// file instead.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	file := filepath.Join("testdata", name)
-	if os.Getenv("UPDATE_GOLDEN") == "1" {
-		if err := os.MkdirAll("testdata", 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(file, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("%v (run with UPDATE_GOLDEN=1 to create it)", err)
-	}
-	if diff := cmp.Diff(string(want), string(got)); diff != "" {
-		t.Errorf("%s (-golden +rendered); rerun with UPDATE_GOLDEN=1 if the change is intended:\n%s", file, diff)
-	}
-}
+// golden is the repository's golden-file comparison.
+var golden = goldenfile.Compare
