@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Builds the local test bed's binaries (kube-apiserver, kube-controller-manager,
 # kube-scheduler, etcd, kwok, kwokctl, and kubectl for the tests of the
 # Makefile's cluster targets) from the pinned module in hack/tools,

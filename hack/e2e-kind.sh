@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # End-to-end run on kind with the real agent-sandbox controller, for machines
 # with a Docker engine and network access (make test runs the same
 # controller, built from its module, on the kwokctl test bed everywhere

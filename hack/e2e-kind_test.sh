@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Checks, without Docker, that hack/e2e-kind.sh runs docs/quickstart.md: the
 # script it prints is valid bash and holds each step of the quickstart's
 # path, in order. make verify runs it.

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Runs every Go fuzz target in the module for FUZZTIME each (a duration such
 # as 20s, or Nx for N inputs), on top of its seed corpus. Targets are found,
 # not listed here, so a new one is fuzzed without editing this script. A

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Self-test of hack/fuzz.sh's classifier: only a bare coordinator deadline,
 # with no saved input and no failure line, counts as the Go 1.26 race that
 # earns a retry, and the retry runs for the inputs the raced run executed.

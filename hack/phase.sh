@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Times the phases of `make verify test`, so that a slow loop says where its
 # time goes (docs/testing.md#where-the-time-goes).
 #

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Self-test of hack/phase.sh: a phase's time and go test's package lines are
 # logged, the command's output and exit status pass through, and the summary
 # lists them. Exits non-zero on any difference.

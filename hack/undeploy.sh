@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Removes caliban-operator from the cluster of the current KUBECONFIG: every
 # CalibanTask first, while the operator still runs to drain them, then the
 # operator, then the CRDs. It cannot hang on a task waiting for its drain:

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Regenerates everything derived from pkg/apis: deepcopy and register code,
 # OpenAPI definitions, the typed clientset with watch and applyconfigurations,
 # listers and informers (pkg/generated), the shipped CRDs (manifests/crds)

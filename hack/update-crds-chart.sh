@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Copies the CRDs of manifests/crds into the caliban-crds Helm chart's
 # templates/, so that `helm upgrade` upgrades them (Helm never upgrades a
 # chart's crds/ directory). The only change is one annotation, behind the

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Copies the monitoring artefacts of manifests/monitoring (the PodMonitor,
 # the PrometheusRule and the Grafana dashboard) into the caliban-operator chart's files/, where
 # its templates can read them: Helm reads no file outside the chart. The

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Copies the upstream manifests the test bed installs, from the modules the
 # test bed is built from, so that no test runs against a hand-kept copy:
 #   test/crds/agents.x-k8s.io_sandboxes.yaml  agent-sandbox's own Sandbox CRD

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Fails when anything generated (pkg/apis zz_generated files, pkg/generated,
 # manifests/crds, charts/caliban-crds/templates, charts/caliban-operator/files
 # (manifests/monitoring's, copied), test/crds and test/stages/kwok

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Fails when a tracked file cites a file the repository does not have, so
 # that every reference in the code and the docs can be followed from a
 # fresh clone.

@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Copyright The caliban-operator Authors.
+# SPDX-License-Identifier: Apache-2.0
+
 # Self-test of hack/verify-doc-refs.sh: builds scratch git repositories with
 # good and bad citations and checks that the script passes or fails on each.
 # Exits non-zero when any case does not behave as expected.

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command caliban-operator runs the caliban operator. It is configured only by
 // environment variables (docs/deploying.md#configuration) and exits with
 // status 2, every offending variable named, when they are invalid; the process

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command chart packages the Helm charts of charts/ into .tgz files with the
 // Helm SDK, stamping each chart's version and appVersion with the release
 // version (make chart: VERSION, the output of git describe).

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command crd-postprocess adjusts the CalibanTask CRD that controller-gen
 // writes, in place, as the last step of hack/update-codegen.sh.
 //

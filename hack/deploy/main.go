@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command deploy prints what make deploy applies: manifests/ (the CRDs,
 // then the operator) with the operator's image the one make deploy was
 // last given.

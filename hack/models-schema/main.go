@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command models-schema prints the OpenAPI v2 definitions of the caliban API
 // as JSON. applyconfiguration-gen reads it to generate Extract* functions and
 // the structured-merge type information that lets the fake clientset serve

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command release builds a caliban-operator release into a directory
 // (make release VERSION=vX.Y.Z), with nothing but Go and the Go module
 // proxy: no container engine.

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command run-local is `make run`: it runs the operator binary in the
 // foreground against a cluster, and Ctrl-C stops it.
 //

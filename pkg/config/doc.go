@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config is the operator's settings, read from the environment once
 // at start-up (docs/deploying.md#configuration). They come in two halves
 // that change for different reasons: ProcessSettings is how the operator

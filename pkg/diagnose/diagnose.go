@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package diagnose says, as a pure function, what a CalibanTask is waiting
 // for: the one line `kubectl caliban why` prints and `kubectl caliban
 // describe` ends with. It reads only what it is given (the task, its

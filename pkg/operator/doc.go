@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package operator runs caliban-operator's two controllers, one per
 // reconciled kind (Workspace, CalibanTask), for one leadership term: the
 // shared informers and their caches, one named, rate-limited workqueue per

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command bench is `make bench`: it measures the operator on a fresh
 // kwokctl cluster of the test bed and writes the report, a plot and the
 // operator's profiles to test/bench/results/ (see package harness for what

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package codegen_test checks the generated CRDs: that the committed YAML is
 // exactly what the API types generate, that the schema says what
 // docs/crd-reference.md#spec and #spec-1 say, field by field, and that the

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package faults_test breaks what the operator depends on while it works
 // (its own process, the apiserver, etcd, its leadership, its watches) and
 // checks that nothing is lost, written twice or pinned twice. Each scenario

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package framework runs integration tests against a real Kubernetes control
 // plane: a kwokctl binary-runtime cluster (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok, built by `make tools` into

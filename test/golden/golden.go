@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package golden compares a test's output with a file under testdata/, the
 // way every golden test here does: UPDATE_GOLDEN=1 rewrites the file.
 package golden

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package monitoring reads the monitoring artefacts of manifests/monitoring,
 // the PrometheusRule, the Grafana dashboard and promtool's rule tests, for
 // the tests that hold them to each other and to promtool (this package) and

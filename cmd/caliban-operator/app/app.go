@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package app is the caliban-operator process once its settings are parsed:
 // the API clients, the HTTP endpoints and the controllers, run under leader
 // election or once. It lives apart from main so that the lifecycle can be

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package manifests renders manifests/ (what `kubectl apply -k
 // manifests/` installs) with the operator's image set: the install
 // manifest of a release, and what make deploy applies.

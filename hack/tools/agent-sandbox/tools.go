@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 //go:build tools
 
 // Package tools pins agent-sandbox's controller for the test bed. It is a

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package codec is the JSON codec of the operator's REST clients for custom
 // resources (its own CalibanTasks and Workspaces, agent-sandbox's
 // Sandboxes): client-go's JSON serializer with three shortcuts that decode

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package freshness answers, without a request, whether a task's
 // ServiceAccount, NetworkPolicy and Sandbox already carry what the task
 // wants, so that a sync applies only what changed and a steady state, a

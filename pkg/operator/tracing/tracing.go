@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tracing makes the spans of the operator's syncs and of the
 // apiserver requests they make (docs/adr/0020-tracing.md): one span per
 // sync, its writes recorded into it by the write path through the

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command floor is the benchmark's bare client (harness.RunFloor): the
 // requests and watches of the operator's work per task and nothing else,
 // whose CPU per task `make bench` reads the operator's against. The

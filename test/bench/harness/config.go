@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package harness is the benchmark behind `make bench`: on a fresh kwokctl
 // cluster of the test bed it measures, in one run, the apiserver's own write
 // ceiling, then the real operator binary (its default settings, its own

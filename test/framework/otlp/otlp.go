@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package otlp is an OTLP trace receiver for tests: it listens on a
 // loopback port, over OTLP/HTTP with protobuf bodies or over gRPC, keeps
 // every span it is sent, and hands them to the test flattened into plain

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agentsandbox_test runs the operator against agent-sandbox's own
 // controller (v1.0.3, built from its module by `make tools`) and its own
 // CRD, instead of the kwok Stages that play it elsewhere: Sandboxes get

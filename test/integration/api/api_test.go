@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package api_test proves the caliban API on a real kube-apiserver: the CRDs
 // install, the samples apply, the schema rejects what it must and fills the
 // defaults it should, kubectl's columns exist, and a Sandbox rendered from the

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package benchsmoke runs the benchmark harness of `make bench` end to end
 // at a tiny size, so that `make test-integration` catches a harness that no
 // longer runs: a broken phase, a metric the report can no longer find, a

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package builders_test applies what the child builders render to a real
 // kube-apiserver: the Sandbox survives strict server-side apply with nothing
 // pruned, the NetworkPolicy and ServiceAccount apply through the typed

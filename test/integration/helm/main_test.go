@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package helm_test installs the operator the Helm way, with the Helm Go SDK
 // against a real kube-apiserver (the kwokctl test bed of test/framework):
 // the caliban-crds chart, then the caliban-operator chart into

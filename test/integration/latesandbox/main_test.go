@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package latesandbox_test runs the real caliban-operator binary against a
 // cluster that does not serve agent-sandbox's Sandbox API when the operator
 // starts (test/framework's Options.WithoutSandbox), then installs it: the

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package monitoring_test holds the alerts and the Grafana dashboard of
 // manifests/monitoring to the operator that feeds them: it runs the
 // operator binary, with leader election on, against a real kube-apiserver

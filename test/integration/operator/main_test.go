@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package operator_test runs the real caliban-operator binary, as its
 // Deployment would, against a real kube-apiserver (the kwokctl test bed of
 // test/framework) and checks what it leaves in the API: task and workspace

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package plugin_test drives kubectl-caliban (its app.Run, in process,
 // with a kubeconfig for the test cluster) against tasks the real
 // caliban-operator binary manages on a real kube-apiserver. agent-sandbox

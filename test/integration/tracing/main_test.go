@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tracing_test runs the real caliban-operator binary against the
 // test bed with OTEL_EXPORTER_OTLP_ENDPOINT pointing at an OTLP/HTTP
 // receiver in the test (test/framework/otlp), takes a task to Running, and

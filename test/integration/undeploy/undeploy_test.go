@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package undeploy_test runs `make deploy` against a cluster, then `make
 // undeploy`'s script against it holding a task that waits for its drain,
 // with nobody left to drain it. It has a cluster of its own: uninstalling

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Package upgrade_test proves that replacing a running operator by the
 // current build leaves what the previous release made alone. It builds the
 // operator at a recorded earlier commit of this repository

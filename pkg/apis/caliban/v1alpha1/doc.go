@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // +k8s:deepcopy-gen=package
 // +k8s:openapi-gen=true
 // +groupName=caliban.caliban-ai.dev

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package v1alpha1
 
 // Source is one git checkout cloned into the agent pod's workspace volume

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // +k8s:deepcopy-gen=package
 // +groupName=extensions.agents.x-k8s.io
 // +versionName=v1beta1
