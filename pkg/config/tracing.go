@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package config
 
 import (
@@ -6,13 +9,13 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 )
 
-// The OpenTelemetry variables the operator reads itself
-// (docs/deploying.md#tracing). They are the specification's own names, so
-// that the environment a platform injects into every workload configures
-// the operator too. The OTLP exporter reads its own (headers, timeout,
-// TLS, compression) and the SDK its batch and limit settings.
+// The OpenTelemetry variables the operator reads (docs/deploying.md#tracing).
+// They are the specification's own names, so that the environment a
+// platform injects into every workload configures the operator too. The
+// SDK reads its batch and limit settings (OTEL_BSP_*, OTEL_SPAN_*) itself.
 const (
 	EnvOTelSDKDisabled        = "OTEL_SDK_DISABLED"
 	EnvOTelTracesExporter     = "OTEL_TRACES_EXPORTER"
@@ -25,6 +28,24 @@ const (
 	EnvOTelServiceName        = "OTEL_SERVICE_NAME"
 	EnvOTelResourceAttributes = "OTEL_RESOURCE_ATTRIBUTES"
 )
+
+// The exporter's variables, each read as OTEL_EXPORTER_OTLP_<name> and
+// overridden by OTEL_EXPORTER_OTLP_TRACES_<name> when that is set.
+const (
+	OTLPHeaders           = "HEADERS"
+	OTLPTimeout           = "TIMEOUT"
+	OTLPCompression       = "COMPRESSION"
+	OTLPCertificate       = "CERTIFICATE"
+	OTLPClientCertificate = "CLIENT_CERTIFICATE"
+	OTLPClientKey         = "CLIENT_KEY"
+	OTLPInsecure          = "INSECURE"
+)
+
+var otlpExporterVariables = []string{OTLPHeaders, OTLPTimeout, OTLPCompression, OTLPCertificate, OTLPClientCertificate, OTLPClientKey, OTLPInsecure}
+
+// DefaultOTLPTimeout bounds one export, retries included, as the
+// specification's default does.
+const DefaultOTLPTimeout = 10 * time.Second
 
 // OTLP protocols the operator exports with. OTLP/HTTP with JSON bodies is
 // not one: nothing needs it, and one encoding over HTTP is one less path
@@ -87,6 +108,28 @@ type TracingSettings struct {
 	// Unused names the tracing variables that are set although tracing is
 	// off, so that start-up can say they have no effect.
 	Unused []string
+	// Export is how the spans are sent.
+	Export OTLPExport
+}
+
+// OTLPExport is the exporter's settings. A value read from a file (a
+// certificate, a key) is its path: the exporter reads the file when it
+// starts, and start-up fails naming the variable if it cannot.
+type OTLPExport struct {
+	// Headers go with every export request; their values may be secrets
+	// and are never logged.
+	Headers map[string]string
+	// Timeout bounds one export, retries included.
+	Timeout time.Duration
+	Gzip    bool
+	// Certificate is a PEM bundle of the CAs that may sign the endpoint's
+	// certificate, instead of the system's; ClientCertificate and ClientKey
+	// a PEM pair the operator presents. Each names the variable it came
+	// from in CertificateVariable, ClientCertificateVariable and
+	// ClientKeyVariable, for start-up's errors.
+	Certificate, CertificateVariable             string
+	ClientCertificate, ClientCertificateVariable string
+	ClientKey, ClientKeyVariable                 string
 }
 
 // Enabled reports whether the operator exports spans.
@@ -116,6 +159,7 @@ func DefaultTracingSettings() TracingSettings {
 		SamplerRatio: 1,
 		ServiceName:  DefaultServiceName,
 		Off:          tracingOffNoEndpoint,
+		Export:       OTLPExport{Timeout: DefaultOTLPTimeout},
 	}
 }
 
@@ -140,6 +184,8 @@ func (p *envParser) tracing() TracingSettings {
 			endpoint, endpointVar = v, name
 		}
 	}
+
+	s.Export = p.otlpExport(endpoint)
 
 	samplerOK := p.sampler(&s.Sampler)
 	p.samplerArg(s.Sampler, samplerOK, &s.SamplerRatio)
@@ -170,8 +216,83 @@ func (p *envParser) tracing() TracingSettings {
 				s.Unused = append(s.Unused, name)
 			}
 		}
+		for _, v := range otlpExporterVariables {
+			for _, name := range []string{otlpVariable(v), otlpTracesVariable(v)} {
+				if p.optional(name) != "" {
+					s.Unused = append(s.Unused, name)
+				}
+			}
+		}
 	}
 	return s
+}
+
+func otlpVariable(name string) string       { return "OTEL_EXPORTER_OTLP_" + name }
+func otlpTracesVariable(name string) string { return "OTEL_EXPORTER_OTLP_TRACES_" + name }
+
+// otlpValue is the exporter variable's value and the variable it came
+// from: the traces one when set, else the general one; "" and "" when
+// neither is set.
+func (p *envParser) otlpValue(name string) (value, variable string) {
+	for _, variable := range []string{otlpTracesVariable(name), otlpVariable(name)} {
+		if v := p.optional(variable); v != "" {
+			return v, variable
+		}
+	}
+	return "", ""
+}
+
+// otlpExport reads the exporter's variables the specification's way,
+// refusing what its exporters would drop with a warning or ignore: a
+// header entry that is not key=value, a timeout that is not a positive
+// number of milliseconds, a compression other than gzip or none, a half
+// client pair, TLS files or an insecure flag that contradict the
+// endpoint's scheme.
+func (p *envParser) otlpExport(endpoint string) OTLPExport {
+	e := OTLPExport{Timeout: DefaultOTLPTimeout}
+	if v, name := p.otlpValue(OTLPHeaders); v != "" {
+		// A header's value is likely a credential: errors name the key, never
+		// the value.
+		e.Headers = p.keyValues(name, v, false)
+	}
+	if v, name := p.otlpValue(OTLPTimeout); v != "" {
+		ms, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || ms <= 0 || ms > math.MaxInt64/int64(time.Millisecond) {
+			p.fail("%s %q is not a positive number of milliseconds (e.g. 10000)", name, v)
+		} else {
+			e.Timeout = time.Duration(ms) * time.Millisecond
+		}
+	}
+	switch v, name := p.otlpValue(OTLPCompression); v {
+	case "", "none":
+	case "gzip":
+		e.Gzip = true
+	default:
+		p.fail("%s %q is not one of: gzip, none", name, v)
+	}
+	e.Certificate, e.CertificateVariable = p.otlpValue(OTLPCertificate)
+	e.ClientCertificate, e.ClientCertificateVariable = p.otlpValue(OTLPClientCertificate)
+	e.ClientKey, e.ClientKeyVariable = p.otlpValue(OTLPClientKey)
+	if (e.ClientCertificate == "") != (e.ClientKey == "") {
+		p.fail("%s and %s go together: set both or neither", otlpVariable(OTLPClientCertificate), otlpVariable(OTLPClientKey))
+	}
+	plain := strings.HasPrefix(endpoint, "http://")
+	if plain {
+		for _, f := range [][2]string{{e.Certificate, e.CertificateVariable}, {e.ClientCertificate, e.ClientCertificateVariable}, {e.ClientKey, e.ClientKeyVariable}} {
+			if f[0] != "" {
+				p.fail("%s is set, but the endpoint %q is http:// (no TLS); use https://", f[1], endpoint)
+			}
+		}
+	}
+	if v, name := p.otlpValue(OTLPInsecure); v != "" {
+		insecure := p.otelBool(name)
+		// The endpoint's scheme says whether TLS is used, as the
+		// specification has it; a flag that says otherwise is a mistake.
+		if endpoint != "" && insecure != plain {
+			p.fail("%s %s contradicts the endpoint %q; the scheme decides (http:// without TLS, https:// with)", name, v, endpoint)
+		}
+	}
+	return e
 }
 
 // otelBool reads a boolean the specification's way: true or false, in any
@@ -287,31 +408,47 @@ func (p *envParser) resourceAttributes() map[string]string {
 	if v == "" {
 		return nil
 	}
-	attrs := map[string]string{}
+	return p.keyValues(EnvOTelResourceAttributes, v, true)
+}
+
+// keyValues reads the specification's list of key=value pairs separated
+// by commas, each value percent-encoded where it holds a comma, an equals
+// sign or a space. showValues says whether errors may quote an entry; for
+// headers they name the key alone.
+func (p *envParser) keyValues(name, v string, showValues bool) map[string]string {
+	kvs := map[string]string{}
 	ok := true
-	for _, entry := range strings.Split(v, ",") {
+	for i, entry := range strings.Split(v, ",") {
 		key, value, found := strings.Cut(entry, "=")
 		key = strings.TrimSpace(key)
 		if !found || key == "" {
-			p.fail("%s: bad entry '%s' (want key=value)", EnvOTelResourceAttributes, quoteInner(strings.TrimSpace(entry)))
+			if showValues {
+				p.fail("%s: bad entry '%s' (want key=value)", name, quoteInner(strings.TrimSpace(entry)))
+			} else {
+				p.fail("%s: entry %d is not key=value", name, i+1)
+			}
 			ok = false
 			continue
 		}
 		decoded, err := url.PathUnescape(strings.TrimSpace(value))
 		if err != nil {
-			p.fail("%s: the value of '%s' is not percent-encoded: %v", EnvOTelResourceAttributes, quoteInner(key), err)
+			if showValues {
+				p.fail("%s: the value of '%s' is not percent-encoded: %v", name, quoteInner(key), err)
+			} else {
+				p.fail("%s: the value of '%s' is not percent-encoded", name, quoteInner(key))
+			}
 			ok = false
 			continue
 		}
-		if prev, dup := attrs[key]; dup && prev != decoded {
-			p.fail("%s: key '%s' is given twice with different values", EnvOTelResourceAttributes, quoteInner(key))
+		if prev, dup := kvs[key]; dup && prev != decoded {
+			p.fail("%s: key '%s' is given twice with different values", name, quoteInner(key))
 			ok = false
 			continue
 		}
-		attrs[key] = decoded
+		kvs[key] = decoded
 	}
 	if !ok {
 		return nil
 	}
-	return attrs
+	return kvs
 }

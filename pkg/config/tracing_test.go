@@ -5,6 +5,7 @@ package config
 
 import (
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -141,6 +142,47 @@ func TestParseTracing(t *testing.T) {
 				s.Unused = []string{"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_SERVICE_NAME"}
 			},
 		},
+		"the exporter's settings, each traces variable winning over its general one": {
+			env: map[string]string{
+				"OTEL_EXPORTER_OTLP_ENDPOINT":                  "https://collector:4318",
+				"OTEL_EXPORTER_OTLP_HEADERS":                   "x-team=ops",
+				"OTEL_EXPORTER_OTLP_TRACES_HEADERS":            "authorization=Bearer%20t0ken , x-scope = a%2Cb",
+				"OTEL_EXPORTER_OTLP_TIMEOUT":                   "2500",
+				"OTEL_EXPORTER_OTLP_COMPRESSION":               "gzip",
+				"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION":        "none",
+				"OTEL_EXPORTER_OTLP_CERTIFICATE":               "/etc/otel/ca.pem",
+				"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": "/etc/otel/tls.crt",
+				"OTEL_EXPORTER_OTLP_CLIENT_KEY":                "/etc/otel/tls.key",
+				"OTEL_EXPORTER_OTLP_INSECURE":                  "false",
+			},
+			want: func(s *TracingSettings) {
+				s.Endpoint, s.EndpointVariable, s.Off = "https://collector:4318", "OTEL_EXPORTER_OTLP_ENDPOINT", ""
+				s.Export = OTLPExport{
+					Headers:     map[string]string{"authorization": "Bearer t0ken", "x-scope": "a,b"},
+					Timeout:     2500 * time.Millisecond,
+					Certificate: "/etc/otel/ca.pem", CertificateVariable: "OTEL_EXPORTER_OTLP_CERTIFICATE",
+					ClientCertificate: "/etc/otel/tls.crt", ClientCertificateVariable: "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+					ClientKey: "/etc/otel/tls.key", ClientKeyVariable: "OTEL_EXPORTER_OTLP_CLIENT_KEY",
+				}
+			},
+		},
+		"gzip over plain gRPC, said twice": {
+			env: map[string]string{
+				"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc",
+				"OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip", "OTEL_EXPORTER_OTLP_TRACES_INSECURE": "TRUE",
+			},
+			want: func(s *TracingSettings) {
+				s.Endpoint, s.EndpointVariable, s.Off, s.Protocol = "http://collector:4317", "OTEL_EXPORTER_OTLP_ENDPOINT", "", "grpc"
+				s.Export.Gzip = true
+			},
+		},
+		"the exporter's settings have no effect without an endpoint": {
+			env: map[string]string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "a=b", "OTEL_EXPORTER_OTLP_TIMEOUT": "100"},
+			want: func(s *TracingSettings) {
+				s.Export.Headers, s.Export.Timeout = map[string]string{"a": "b"}, 100*time.Millisecond
+				s.Unused = []string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_EXPORTER_OTLP_TIMEOUT"}
+			},
+		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -166,6 +208,40 @@ func TestParseTracingRefuses(t *testing.T) {
 		// expected error, one problem per line
 		want []string
 	}{
+		"a header entry that is not key=value, named by its place and not quoted, as it may hold a secret": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4318", "OTEL_EXPORTER_OTLP_HEADERS": "a=b,Bearer s3cret"},
+			want: []string{"OTEL_EXPORTER_OTLP_HEADERS: entry 2 is not key=value"},
+		},
+		"a header value that is not percent-encoded, without the value": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4318", "OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=100%s3cret"},
+			want: []string{"OTEL_EXPORTER_OTLP_TRACES_HEADERS: the value of 'authorization' is not percent-encoded"},
+		},
+		"a timeout with a unit": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "10s"},
+			want: []string{`OTEL_EXPORTER_OTLP_TRACES_TIMEOUT "10s" is not a positive number of milliseconds (e.g. 10000)`},
+		},
+		"a zero timeout": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_TIMEOUT": "0"},
+			want: []string{`OTEL_EXPORTER_OTLP_TIMEOUT "0" is not a positive number of milliseconds (e.g. 10000)`},
+		},
+		"a compression the exporter does not have": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_COMPRESSION": "zstd"},
+			want: []string{`OTEL_EXPORTER_OTLP_COMPRESSION "zstd" is not one of: gzip, none`},
+		},
+		"a client certificate without its key": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4318", "OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": "/tls.crt"},
+			want: []string{"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE and OTEL_EXPORTER_OTLP_CLIENT_KEY go together: set both or neither"},
+		},
+		"a CA bundle for an endpoint without TLS": {
+			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/ca.pem"},
+			want: []string{`OTEL_EXPORTER_OTLP_CERTIFICATE is set, but the endpoint "http://c:4318" is http:// (no TLS); use https://`},
+		},
+		"insecure against an https endpoint": {
+			env: map[string]string{
+				"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true",
+			},
+			want: []string{`OTEL_EXPORTER_OTLP_INSECURE true contradicts the endpoint "https://c:4317"; the scheme decides (http:// without TLS, https:// with)`},
+		},
 		"OTLP over HTTP with JSON": {
 			env:  map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
 			want: []string{`OTEL_EXPORTER_OTLP_PROTOCOL "http/json" is not one of: grpc, http/protobuf`},

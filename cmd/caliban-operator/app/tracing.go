@@ -10,8 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracegrpc"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing/otlp"
 )
 
 // tracingFlushTimeout bounds the flush of the last spans at exit, which
@@ -30,24 +30,18 @@ const tracingFlushTimeout = 5 * time.Second
 
 // newTracerProvider builds what s asks for: with tracing off, the no-op
 // provider and no SDK, exporter or connection at all; with it on, the
-// SDK's provider exporting in batches over OTLP. The exporter reads its
-// own settings (headers, timeout, TLS, compression) from the environment
-// s was parsed from. The returned shutdown flushes the spans still
-// queued.
+// SDK's provider exporting in batches over OTLP (package otlp, with the
+// exporter's settings s holds). The returned shutdown flushes the spans
+// still queued.
 func newTracerProvider(ctx context.Context, s config.TracingSettings, build BuildInfo) (trace.TracerProvider, func(context.Context) error, error) {
 	if !s.Enabled() {
 		return noop.NewTracerProvider(), func(context.Context) error { return nil }, nil
 	}
-	var (
-		exporter sdktrace.SpanExporter
-		err      error
-	)
-	switch s.Protocol {
-	case config.TracingProtocolGRPC:
-		exporter, err = otlptracegrpc.New(ctx)
-	default:
-		exporter, err = otlptracehttp.New(ctx)
+	client, err := otlp.New(s, "caliban-operator/"+build.Version)
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating the OTLP exporter (%s, %s): %w", s.Protocol, s.Target(), err)
 	}
+	exporter, err := otlptrace.New(ctx, client)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating the OTLP exporter (%s, %s): %w", s.Protocol, s.Target(), err)
 	}
