@@ -1,7 +1,11 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 // Command kubectl-caliban is the kubectl plugin for caliban-operator's
 // CalibanTasks (`kubectl caliban get|describe|why|suspend|resume|logs`,
-// docs/kubectl-caliban.md). The commands are package app; this file only
-// wires the process to it.
+// docs/kubectl-caliban.md). The root command is package app, the
+// subcommands internal/commands, what they share internal/cli; this file
+// only wires the process to the root.
 package main
 
 import (

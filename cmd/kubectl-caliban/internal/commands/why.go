@@ -1,20 +1,27 @@
-package app
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package commands
 
 import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
 )
 
-func newWhyCommand(o *options) *cobra.Command {
+// NewWhy is `why TASK`: the one line of what the task waits for, and an
+// exit code scripts can wait on.
+func NewWhy(o *cli.Options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "why TASK",
 		Short: "Print what the task is waiting for; exit 0 when it runs or has finished, 1 while it waits",
 		Example: `  kubectl caliban why fix-login
   until kubectl caliban why fix-login; do sleep 5; done`,
-		Args: exactlyOneTask,
+		Args: cli.ExactlyOneTask,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.snapshot(cmd, args[0])
+			s, err := snapshot(cmd.Context(), o, args[0])
 			if err != nil {
 				return err
 			}
@@ -22,12 +29,12 @@ func newWhyCommand(o *options) *cobra.Command {
 			// leaves the diagnosis with less to go on: say so beside the
 			// line rather than fail.
 			for _, p := range s.Problems {
-				fmt.Fprintf(o.streams.ErrOut, "warning: could not read %s\n", p)
+				fmt.Fprintf(o.Streams.ErrOut, "warning: could not read %s\n", p)
 			}
 			d := s.Diagnosis()
-			fmt.Fprintln(o.streams.Out, d.Line())
+			fmt.Fprintln(o.Streams.Out, d.Line())
 			if d.Blocked {
-				return silentExit(ExitWaiting)
+				return cli.SilentExit(cli.ExitWaiting)
 			}
 			return nil
 		},

@@ -1,4 +1,7 @@
-package app
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package commands
 
 import (
 	"fmt"
@@ -10,11 +13,14 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/diagnose"
 )
 
-func newLogsCommand(o *options) *cobra.Command {
+// NewLogs is `logs TASK`: the log of the task's caliband container, or
+// of its clone.
+func NewLogs(o *cli.Options) *cobra.Command {
 	var clone, follow bool
 	cmd := &cobra.Command{
 		Use:   "logs TASK",
@@ -22,40 +28,40 @@ func newLogsCommand(o *options) *cobra.Command {
 		Example: `  kubectl caliban logs fix-login
   kubectl caliban logs fix-login --clone
   kubectl caliban logs fix-login -f`,
-		Args: exactlyOneTask,
+		Args: cli.ExactlyOneTask,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, task, err := o.task(cmd.Context(), args[0])
+			c, task, err := readTask(cmd.Context(), o, args[0])
 			if err != nil {
 				return err
 			}
 			ns := task.Namespace
 			sb, err := getSandbox(cmd.Context(), c, task)
 			if err != nil && !apierrors.IsNotFound(err) {
-				return apiError(err, "getting the Sandbox of CalibanTask %s/%s", ns, task.Name)
+				return cli.APIError(err, "getting the Sandbox of CalibanTask %s/%s", ns, task.Name)
 			}
 			container := builders.ContainerCaliband
 			if clone {
 				container = builders.ContainerClone
 			}
 			podName := diagnose.PodName(task, sb)
-			pod, err := c.kube.CoreV1().Pods(ns).Get(cmd.Context(), podName, metav1.GetOptions{})
+			pod, err := c.Core.Pods(ns).Get(cmd.Context(), podName, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
-				return withCode(ExitWaiting, fmt.Errorf("no pod yet for CalibanTask %s/%s (pod %s not found; phase %s): see kubectl caliban why %s",
+				return cli.WithCode(cli.ExitWaiting, fmt.Errorf("no pod yet for CalibanTask %s/%s (pod %s not found; phase %s): see kubectl caliban why %s",
 					ns, task.Name, podName, orNone(string(task.Status.Phase)), task.Name))
 			}
 			if err != nil {
-				return apiError(err, "getting pod %s/%s", ns, podName)
+				return cli.APIError(err, "getting pod %s/%s", ns, podName)
 			}
 			if problem := NoContainer(pod, container, clone); problem != "" {
-				return withCode(ExitWaiting, fmt.Errorf("CalibanTask %s/%s: %s", ns, task.Name, problem))
+				return cli.WithCode(cli.ExitWaiting, fmt.Errorf("CalibanTask %s/%s: %s", ns, task.Name, problem))
 			}
-			stream, err := c.kube.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Follow: follow}).Stream(cmd.Context())
+			stream, err := c.Core.Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: container, Follow: follow}).Stream(cmd.Context())
 			if err != nil {
-				return withCode(ExitError, fmt.Errorf("reading the log of container %s in pod %s/%s: %w", container, ns, pod.Name, err))
+				return cli.WithCode(cli.ExitError, fmt.Errorf("reading the log of container %s in pod %s/%s: %w", container, ns, pod.Name, err))
 			}
 			defer func() { _ = stream.Close() }()
-			if _, err := io.Copy(o.streams.Out, stream); err != nil && cmd.Context().Err() == nil {
-				return withCode(ExitError, fmt.Errorf("reading the log of container %s in pod %s/%s: %w", container, ns, pod.Name, err))
+			if _, err := io.Copy(o.Streams.Out, stream); err != nil && cmd.Context().Err() == nil {
+				return cli.WithCode(cli.ExitError, fmt.Errorf("reading the log of container %s in pod %s/%s: %w", container, ns, pod.Name, err))
 			}
 			return nil
 		},

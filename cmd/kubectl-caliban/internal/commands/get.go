@@ -1,4 +1,7 @@
-package app
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package commands
 
 import (
 	"fmt"
@@ -12,11 +15,13 @@ import (
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/printers"
 
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	calibanscheme "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/scheme"
 )
 
-func newGetCommand(o *options) *cobra.Command {
+// NewGet is `get [TASK]`: the table, or -o json|yaml.
+func NewGet(o *cli.Options) *cobra.Command {
 	var (
 		allNamespaces bool
 		output        string
@@ -29,24 +34,24 @@ func newGetCommand(o *options) *cobra.Command {
   kubectl caliban get fix-login -o yaml`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return withCode(ExitUsage, fmt.Errorf("expected at most one TASK name, got %d arguments", len(args)))
+				return cli.WithCode(cli.ExitUsage, fmt.Errorf("expected at most one TASK name, got %d arguments", len(args)))
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "" && output != "json" && output != "yaml" {
-				return withCode(ExitUsage, fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: json, yaml", output))
+				return cli.WithCode(cli.ExitUsage, fmt.Errorf("unable to match a printer suitable for the output format %q, allowed formats are: json, yaml", output))
 			}
 			if allNamespaces && len(args) == 1 {
-				return withCode(ExitUsage, fmt.Errorf("a TASK name cannot be combined with --all-namespaces"))
+				return cli.WithCode(cli.ExitUsage, fmt.Errorf("a TASK name cannot be combined with --all-namespaces"))
 			}
-			c, err := o.clients()
+			c, err := o.Clients()
 			if err != nil {
 				return err
 			}
 			ns := metav1.NamespaceAll
 			if !allNamespaces {
-				if ns, err = o.namespace(); err != nil {
+				if ns, err = o.Namespace(); err != nil {
 					return err
 				}
 			}
@@ -59,24 +64,24 @@ func newGetCommand(o *options) *cobra.Command {
 				}
 				tasks, obj = []calibanv1alpha1.CalibanTask{*task}, task
 			} else {
-				list, err := c.caliban.CalibanV1alpha1().CalibanTasks(ns).List(cmd.Context(), metav1.ListOptions{})
+				list, err := c.Caliban.CalibanTasks(ns).List(cmd.Context(), metav1.ListOptions{})
 				if err != nil {
-					return apiError(err, "listing CalibanTasks")
+					return cli.APIError(err, "listing CalibanTasks")
 				}
 				tasks, obj = list.Items, list
 			}
 			if output != "" {
-				return printObject(o.streams.Out, obj, output)
+				return printObject(o.Streams.Out, obj, output)
 			}
 			if len(tasks) == 0 {
 				if allNamespaces {
-					fmt.Fprintln(o.streams.ErrOut, "No resources found")
+					fmt.Fprintln(o.Streams.ErrOut, "No resources found")
 				} else {
-					fmt.Fprintf(o.streams.ErrOut, "No resources found in %s namespace.\n", ns)
+					fmt.Fprintf(o.Streams.ErrOut, "No resources found in %s namespace.\n", ns)
 				}
 				return nil
 			}
-			return PrintTable(o.streams.Out, tasks, o.now(), allNamespaces)
+			return PrintTable(o.Streams.Out, tasks, o.Now(), allNamespaces)
 		},
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "List the tasks of every namespace.")
@@ -136,7 +141,7 @@ func printObject(w io.Writer, obj runtime.Object, format string) error {
 	}
 	p, err := genericclioptions.NewJSONYamlPrintFlags().ToPrinter(format)
 	if err != nil {
-		return withCode(ExitUsage, err)
+		return cli.WithCode(cli.ExitUsage, err)
 	}
 	return printers.NewTypeSetter(calibanscheme.Scheme).ToPrinter(p).PrintObj(obj, w)
 }

@@ -1,4 +1,7 @@
-package app
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package commands
 
 import (
 	"fmt"
@@ -7,12 +10,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
 	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
 )
 
-// newSuspendCommand is `suspend` (on) or `resume` (!on): spec.suspend by
+// FieldManager is the server-side apply manager of suspend and resume.
+const FieldManager = "kubectl-caliban"
+
+// NewSuspend is `suspend` (on) or `resume` (!on): spec.suspend by
 // server-side apply.
-func newSuspendCommand(o *options, on bool) *cobra.Command {
+func NewSuspend(o *cli.Options, on bool) *cobra.Command {
 	verb, done, short := "resume", "resumed", "Resume a suspended task: set spec.suspend to false"
 	if on {
 		verb, done, short = "suspend", "suspended", "Suspend a task: set spec.suspend to true (the pod goes, the workspace volume stays)"
@@ -21,19 +28,19 @@ func newSuspendCommand(o *options, on bool) *cobra.Command {
 		Use:     verb + " TASK",
 		Short:   short,
 		Example: "  kubectl caliban " + verb + " fix-login",
-		Args:    exactlyOneTask,
+		Args:    cli.ExactlyOneTask,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, task, err := o.task(cmd.Context(), args[0])
+			c, task, err := readTask(cmd.Context(), o, args[0])
 			if err != nil {
 				return err
 			}
 			ns := task.Namespace
-			_, err = c.caliban.CalibanV1alpha1().CalibanTasks(ns).Apply(cmd.Context(), SuspendApply(task.Name, ns, task.UID, on),
+			_, err = c.Caliban.CalibanTasks(ns).Apply(cmd.Context(), SuspendApply(task.Name, ns, task.UID, on),
 				metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 			if err != nil {
-				return apiError(err, "applying spec.suspend=%t to CalibanTask %s/%s", on, ns, task.Name)
+				return cli.APIError(err, "applying spec.suspend=%t to CalibanTask %s/%s", on, ns, task.Name)
 			}
-			fmt.Fprintf(o.streams.Out, "calibantask.caliban.caliban-ai.dev/%s %s\n", task.Name, done)
+			fmt.Fprintf(o.Streams.Out, "calibantask.caliban.caliban-ai.dev/%s %s\n", task.Name, done)
 			return nil
 		},
 	}

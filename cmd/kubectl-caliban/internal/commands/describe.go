@@ -1,4 +1,7 @@
-package app
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package commands
 
 import (
 	"fmt"
@@ -13,37 +16,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/printers"
 
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/diagnose"
 )
 
-func newDescribeCommand(o *options) *cobra.Command {
+// NewDescribe is `describe TASK`: one screen about the task.
+func NewDescribe(o *cli.Options) *cobra.Command {
 	return &cobra.Command{
 		Use:   "describe TASK",
 		Short: "Show a task, its pin, its children, its pod, its conditions and Events, and what it waits for",
 		Example: `  kubectl caliban describe fix-login
   kubectl caliban -n team-a describe fix-login`,
-		Args: exactlyOneTask,
+		Args: cli.ExactlyOneTask,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			s, err := o.snapshot(cmd, args[0])
+			s, err := snapshot(cmd.Context(), o, args[0])
 			if err != nil {
 				return err
 			}
-			return Describe(o.streams.Out, s, o.now())
+			return Describe(o.Streams.Out, s, o.Now())
 		},
 	}
-}
-
-func (o *options) snapshot(cmd *cobra.Command, name string) (*Snapshot, error) {
-	c, err := o.clients()
-	if err != nil {
-		return nil, err
-	}
-	ns, err := o.namespace()
-	if err != nil {
-		return nil, err
-	}
-	return gather(cmd.Context(), c, ns, name)
 }
 
 // maxEvents is how many of the newest Events describe lists per object.

@@ -1,4 +1,7 @@
-package app
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package commands
 
 import (
 	"context"
@@ -9,9 +12,9 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -43,38 +46,64 @@ func (s *Snapshot) Diagnosis() diagnose.Diagnosis {
 	})
 }
 
-var sandboxGVR = sandboxv1beta1.SchemeGroupVersion.WithResource(builders.SandboxResource)
+// connect is the clients and the namespace of a command about one task.
+func connect(o *cli.Options) (*cli.Clients, string, error) {
+	c, err := o.Clients()
+	if err != nil {
+		return nil, "", err
+	}
+	ns, err := o.Namespace()
+	if err != nil {
+		return nil, "", err
+	}
+	return c, ns, nil
+}
+
+// readTask reads the named task in the command's namespace, with the
+// clients that read it.
+func readTask(ctx context.Context, o *cli.Options, name string) (*cli.Clients, *calibanv1alpha1.CalibanTask, error) {
+	c, ns, err := connect(o)
+	if err != nil {
+		return nil, nil, err
+	}
+	task, err := getTask(ctx, c, ns, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, task, nil
+}
+
+// snapshot gathers the named task in the command's namespace.
+func snapshot(ctx context.Context, o *cli.Options, name string) (*Snapshot, error) {
+	c, ns, err := connect(o)
+	if err != nil {
+		return nil, err
+	}
+	return gather(ctx, c, ns, name)
+}
 
 // getTask reads one task; not found is a usage error.
-func getTask(ctx context.Context, c *clients, ns, name string) (*calibanv1alpha1.CalibanTask, error) {
-	task, err := c.caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
+func getTask(ctx context.Context, c *cli.Clients, ns, name string) (*calibanv1alpha1.CalibanTask, error) {
+	task, err := c.Caliban.CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
-		return nil, apiError(err, "getting CalibanTask %s/%s", ns, name)
+		return nil, cli.APIError(err, "getting CalibanTask %s/%s", ns, name)
 	}
 	return task, nil
 }
 
-// getSandbox reads the task's Sandbox through the dynamic client (agent-
-// sandbox's API may not be served; then there is none).
-func getSandbox(ctx context.Context, c *clients, task *calibanv1alpha1.CalibanTask) (*sandboxv1beta1.Sandbox, error) {
+// getSandbox reads the task's Sandbox. Not found is an answer, not a
+// failure: agent-sandbox's API may not be served, or a warm task's claim
+// may hold no Sandbox yet.
+func getSandbox(ctx context.Context, c *cli.Clients, task *calibanv1alpha1.CalibanTask) (*sandboxv1beta1.Sandbox, error) {
 	name := diagnose.SandboxName(task)
 	if name == "" {
-		// A warm task whose claim holds no Sandbox yet.
-		return nil, apierrors.NewNotFound(sandboxGVR.GroupResource(), "")
+		return nil, apierrors.NewNotFound(sandboxv1beta1.Resource(builders.SandboxResource), "")
 	}
-	u, err := c.dynamic.Resource(sandboxGVR).Namespace(task.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	sb := &sandboxv1beta1.Sandbox{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, sb); err != nil {
-		return nil, fmt.Errorf("reading Sandbox %s: %w", u.GetName(), err)
-	}
-	return sb, nil
+	return c.Agents.Sandboxes(task.Namespace).Get(ctx, name, metav1.GetOptions{})
 }
 
 // gather reads the task and everything around it.
-func gather(ctx context.Context, c *clients, ns, name string) (*Snapshot, error) {
+func gather(ctx context.Context, c *cli.Clients, ns, name string) (*Snapshot, error) {
 	task, err := getTask(ctx, c, ns, name)
 	if err != nil {
 		return nil, err
@@ -91,24 +120,24 @@ func gather(ctx context.Context, c *clients, ns, name string) (*Snapshot, error)
 		}
 		return false
 	}
-	if ws, err := c.caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, task.Spec.WorkspaceRef.Name, metav1.GetOptions{}); keep("Workspace", err) {
+	if ws, err := c.Caliban.Workspaces(ns).Get(ctx, task.Spec.WorkspaceRef.Name, metav1.GetOptions{}); keep("Workspace", err) {
 		s.Workspace = ws
 	}
 	sb, err := getSandbox(ctx, c, task)
 	if keep("Sandbox", err) {
 		s.Sandbox = sb
 	}
-	if sa, err := c.kube.CoreV1().ServiceAccounts(ns).Get(ctx, serviceAccountOf(task), metav1.GetOptions{}); keep("ServiceAccount", err) {
+	if sa, err := c.Core.ServiceAccounts(ns).Get(ctx, serviceAccountOf(task), metav1.GetOptions{}); keep("ServiceAccount", err) {
 		s.ServiceAccount = sa
 	}
-	if np, err := c.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, builders.NetworkPolicyName(task.Name), metav1.GetOptions{}); keep("NetworkPolicy", err) {
+	if np, err := c.Networking.NetworkPolicies(ns).Get(ctx, builders.NetworkPolicyName(task.Name), metav1.GetOptions{}); keep("NetworkPolicy", err) {
 		s.NetworkPolicy = np
 	}
-	if p, err := c.kube.CoreV1().Pods(ns).Get(ctx, diagnose.PodName(task, s.Sandbox), metav1.GetOptions{}); keep("Pod", err) {
+	if p, err := c.Core.Pods(ns).Get(ctx, diagnose.PodName(task, s.Sandbox), metav1.GetOptions{}); keep("Pod", err) {
 		s.Pod = p
 	}
 	events := func(what string, uid types.UID) []eventsv1.Event {
-		list, err := c.kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.uid=" + string(uid)})
+		list, err := c.Events.Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.uid=" + string(uid)})
 		if !keep(what, err) {
 			return nil
 		}

@@ -1,4 +1,7 @@
-package app
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
+package commands
 
 import (
 	"bytes"
