@@ -17,11 +17,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +26,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/util/retry"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -69,67 +65,36 @@ func sizes() scenarioSizes {
 		convergeTimeout: 3 * time.Minute, scenarioTimeout: 6 * time.Minute}
 }
 
-// The operator binary is built once per package run, into binDir, which
-// TestMain removes.
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
+// build is the operator binary, built once per package run while the
+// first scenario's cluster starts; TestMain removes it.
+var build *framework.OperatorBuild
 
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
+	var err error
+	if build, err = framework.StartOperatorBuild("caliban-faults-"); err != nil {
+		fmt.Fprintf(os.Stderr, "building the operator: %v\n", err)
+		os.Exit(1)
 	}
+	code := m.Run()
+	build.Teardown()
 	os.Exit(code)
 }
 
-func operatorBinary(t *testing.T) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		root, err := framework.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if binDir, err = os.MkdirTemp("", "caliban-faults-"); err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(binDir, "caliban-operator")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/caliban-operator")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build ./cmd/caliban-operator: %w\n%s", err, out)
-		}
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return binPath
-}
-
-// bed is one scenario's cluster, the operator's identity on it and every
-// operator process the scenario ran.
+// bed is one scenario's cluster, the operator's identity on it and the
+// operator binary.
 type bed struct {
 	cluster    *framework.Cluster
 	bin        string
 	kubeconfig string
-
-	mu  sync.Mutex
-	ops []*framework.Operator
 }
 
 // newBed starts a fresh cluster with opts, installs the operator's RBAC as
-// manifests/base does and mints its credentials. However the test ends, its
-// cleanup kills every operator process the bed started, shows their output
-// if the test failed, and fails the test for any panic in it (a panic is
-// often why a scenario did not converge).
+// manifests/base does and mints its credentials. Every operator process
+// the bed starts is killed when the test ends, its output shown if the
+// test failed, and a panic in it fails the test (a panic is often why a
+// scenario did not converge).
 func newBed(t *testing.T, ctx context.Context, opts framework.Options) *bed {
 	t.Helper()
-	bin := operatorBinary(t)
 	c, err := framework.StartWithOptions(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -142,29 +107,11 @@ func newBed(t *testing.T, ctx context.Context, opts framework.Options) *bed {
 			t.Error(err)
 		}
 	})
+	b := &bed{cluster: c, bin: build.Binary(t)}
 	if err := c.InstallOperatorIdentity(ctx); err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{cluster: c, bin: bin}
 	b.kubeconfig = b.mintKubeconfig(t, ctx)
-	t.Cleanup(func() {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, op := range b.ops {
-			op.Kill()
-		}
-		for _, op := range b.ops {
-			if t.Failed() {
-				t.Logf("operator %s (pid %d) output:\n%s", op.Name, op.Pid(), tail(op.Output(), 40))
-			}
-			out := op.Output()
-			for _, sign := range []string{"panic:", "fatal error:"} {
-				if i := strings.Index(out, sign); i >= 0 {
-					t.Errorf("operator %s wrote %q:\n%s", op.Name, sign, tail(out[i:], 30))
-				}
-			}
-		}
-	})
 	return b
 }
 
@@ -209,26 +156,26 @@ func (b *bed) startOperator(t *testing.T, name, pod, kubeconfig string, env ...s
 	if kubeconfig == "" {
 		kubeconfig = b.kubeconfig
 	}
-	addr, err := framework.FreeLoopbackAddr()
+	op, err := framework.RunOperator(t, framework.OperatorOptions{
+		Name:   name,
+		Binary: b.bin,
+		Env: append([]string{
+			"KUBECONFIG=" + kubeconfig,
+			"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
+			"POD_NAME=" + pod,
+			"CONTROLLER_POD_NAME=" + pod,
+			"CALIBAN_LEASE_DURATION_SECONDS=" + strconv.Itoa(int(leaseDuration/time.Second)),
+			"CALIBAN_LEASE_GRACE_SECONDS=" + strconv.Itoa(int(leaseGrace/time.Second)),
+		}, env...),
+		// The crash loop kills on a clock of its own, from the start.
+		NoWait:      true,
+		ShowLines:   40,
+		FailOnPanic: true,
+	})
 	if err != nil {
 		t.Error(err)
 		return nil
 	}
-	op, err := framework.StartOperator(name, b.bin, addr, append([]string{
-		"KUBECONFIG=" + kubeconfig,
-		"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
-		"POD_NAME=" + pod,
-		"CONTROLLER_POD_NAME=" + pod,
-		"CALIBAN_LEASE_DURATION_SECONDS=" + strconv.Itoa(int(leaseDuration/time.Second)),
-		"CALIBAN_LEASE_GRACE_SECONDS=" + strconv.Itoa(int(leaseGrace/time.Second)),
-	}, env...)...)
-	if err != nil {
-		t.Error(err)
-		return nil
-	}
-	b.mu.Lock()
-	b.ops = append(b.ops, op)
-	b.mu.Unlock()
 	return op
 }
 
@@ -272,25 +219,9 @@ func (b *bed) namespace(t *testing.T, ctx context.Context, name, model string) s
 
 // setModel edits the Workspace's provider model and returns the new
 // generation.
-func (b *bed) setModel(t *testing.T, ctx context.Context, ns, model string) int64 {
+func (b *bed) setModel(t *testing.T, ns, model string) int64 {
 	t.Helper()
-	var gen int64
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ws, err := b.cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, "ws", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		ws.Spec.Providers[0].Model = model
-		updated, err := b.cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Update(ctx, ws, metav1.UpdateOptions{})
-		if err == nil {
-			gen = updated.Generation
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return gen
+	return framework.UpdateWorkspace(t, b.cluster.Caliban, ns, "ws", func(spec *calibanv1alpha1.WorkspaceSpec) { spec.Providers[0].Model = model })
 }
 
 // waitWorkspaceObserved waits until the Workspace is Ready at generation
@@ -527,12 +458,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-time.After(d):
 		return true
 	}
-}
-
-func tail(s string, lines int) string {
-	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
 }

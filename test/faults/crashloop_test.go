@@ -37,7 +37,7 @@ func TestACrashLoopUnderABurstLosesNothingAndPinsOnce(t *testing.T) {
 	// Midway through the kills, the Workspace's model changes; the tasks
 	// created once the operator has seen the change must run it.
 	sleepCtx(ctx, sz.killFor/2)
-	gen := bed.setModel(t, ctx, ns, "model-b")
+	gen := bed.setModel(t, ns, "model-b")
 	bed.waitWorkspaceObserved(t, ctx, ns, gen)
 	after := taskNames("b", sz.afterEdit)
 	if err := bed.createTasks(ctx, ns, after, 16); err != nil {

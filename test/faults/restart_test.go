@@ -115,7 +115,7 @@ func waitReadyz(t *testing.T, op *framework.Operator, code int, timeout time.Dur
 	deadline := time.Now().Add(timeout)
 	var last string
 	for time.Now().Before(deadline) {
-		got, body, err := op.Readyz()
+		got, body, err := op.Get("/readyz")
 		if err == nil && got == code {
 			return time.Now()
 		}

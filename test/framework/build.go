@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package framework
 
 import (
@@ -9,21 +12,28 @@ import (
 	"testing"
 )
 
-// BuildOperator builds ./cmd/caliban-operator of the repository at root
-// into dir and returns the binary's path.
-func BuildOperator(root, dir string) (string, error) {
+// BuildOperator builds ./cmd/caliban-operator of the source tree at src
+// (this repository's root, or a worktree of an earlier commit) into dir,
+// which it creates, and returns the binary's path. flags go to go build
+// before the package, such as "-ldflags", "-X main.version=..." to stamp
+// a release as `make build` does.
+func BuildOperator(src, dir string, flags ...string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, "caliban-operator")
-	cmd := exec.Command("go", "build", "-o", path, "./cmd/caliban-operator")
-	cmd.Dir = root
+	args := append(append([]string{"build"}, flags...), "-o", path, "./cmd/caliban-operator")
+	cmd := exec.Command("go", args...)
+	cmd.Dir = src
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/caliban-operator: %w\n%s", err, out)
+		return "", fmt.Errorf("go build ./cmd/caliban-operator in %s: %w\n%s", src, err, out)
 	}
 	return path, nil
 }
 
-// OperatorBuild is a build of the operator binary that runs while a test
-// package's cluster starts (TestMain's setup), so that neither waits for
-// the other.
+// OperatorBuild is a build of this tree's operator binary that runs while
+// a test package's cluster starts (TestMain's setup), so that neither
+// waits for the other.
 type OperatorBuild struct {
 	dir  string
 	path string
@@ -70,16 +80,23 @@ func (b *OperatorBuild) Binary(t testing.TB) string {
 	return b.path
 }
 
-// MainBuildingOperator is MainWith for a test package that runs the
-// operator binary: it builds the binary into *build while the cluster
-// starts.
-func MainBuildingOperator(m *testing.M, c **Cluster, build **OperatorBuild) {
-	MainWith(m, c, func() (func(), error) {
+// BuildingOperator is a setup for MainWith or MainWithOptions: it starts
+// building the operator into *build while the cluster starts, and its
+// teardown removes the binary.
+func BuildingOperator(build **OperatorBuild) func() (func(), error) {
+	return func() (func(), error) {
 		b, err := StartOperatorBuild("caliban-operator-it-")
 		if err != nil {
 			return nil, err
 		}
 		*build = b
 		return b.Teardown, nil
-	})
+	}
+}
+
+// MainBuildingOperator is MainWith for a test package that runs the
+// operator binary: it builds the binary into *build while the cluster
+// starts.
+func MainBuildingOperator(m *testing.M, c **Cluster, build **OperatorBuild) {
+	MainWith(m, c, BuildingOperator(build))
 }

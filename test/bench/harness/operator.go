@@ -4,18 +4,14 @@
 package harness
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/caliban-ai/caliban-operator/test/framework"
@@ -33,66 +29,24 @@ const stopTimeout = 30 * time.Second
 // operatorProcess is one run of the caliban-operator binary, configured as
 // its Deployment is except for what running outside a pod requires.
 type operatorProcess struct {
-	name        string
-	metricsAddr string
-	pprofAddr   string
-	started     time.Time
-
-	cmd    *exec.Cmd
-	log    *os.File
-	tail   *tailBuffer
-	exited chan struct{}
-	// exitErr is set before exited is closed.
-	exitErr  error
+	*framework.Operator
 	stopping chan struct{}
 	stopOnce sync.Once
 }
 
 // startOperator runs bin with the environment stripped of every operator
-// setting the caller's shell might carry, plus env. Its output goes to
-// logPath and the last lines are kept for error messages.
+// setting the caller's shell might carry, plus env, with metrics and pprof
+// on free loopback ports. Its output goes to logPath, and the last lines
+// are kept for error messages.
 func startOperator(name, bin, logPath string, env ...string) (*operatorProcess, error) {
-	metricsPort, err := freePort()
+	op, err := framework.StartOperator(framework.OperatorOptions{
+		Name: name, Binary: bin, Env: env,
+		Pprof: true, LogPath: logPath, KeepLines: 40,
+	})
 	if err != nil {
 		return nil, err
 	}
-	pprofPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	p := &operatorProcess{
-		name:        name,
-		metricsAddr: fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		pprofAddr:   fmt.Sprintf("127.0.0.1:%d", pprofPort),
-		tail:        &tailBuffer{max: 40},
-		exited:      make(chan struct{}),
-		stopping:    make(chan struct{}),
-	}
-	if p.log, err = os.Create(logPath); err != nil {
-		return nil, err
-	}
-	vars := append([]string{
-		"CALIBAN_METRICS_BIND_ADDRESS=" + p.metricsAddr,
-		"CALIBAN_PPROF_BIND_ADDRESS=" + p.pprofAddr,
-	}, env...)
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = framework.OperatorEnv(vars...)
-	w := io.MultiWriter(p.log, p.tail)
-	p.cmd.Stdout, p.cmd.Stderr = w, w
-	// The benchmark dying must not leave an operator writing to a cluster
-	// that is being deleted.
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	p.started = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		_ = p.log.Close()
-		return nil, fmt.Errorf("starting %s: %w", bin, err)
-	}
-	go func() {
-		p.exitErr = p.cmd.Wait()
-		_ = p.log.Close()
-		close(p.exited)
-	}()
-	return p, nil
+	return &operatorProcess{Operator: op, stopping: make(chan struct{})}, nil
 }
 
 // watchExit cancels ctx when the process exits before Stop was called: the
@@ -101,11 +55,11 @@ func (p *operatorProcess) watchExit(cancel context.CancelCauseFunc) {
 	go func() {
 		select {
 		case <-p.stopping:
-		case <-p.exited:
+		case <-p.Done():
 			select {
 			case <-p.stopping:
 			default:
-				cancel(fmt.Errorf("operator %s exited on its own (%v); its last output:\n%s", p.name, p.exitErr, p.tail))
+				cancel(fmt.Errorf("operator %s exited on its own (%v); its last output:\n%s", p.Name, p.ProcessState(), p.Output()))
 			}
 		}
 	}()
@@ -115,22 +69,11 @@ func (p *operatorProcess) watchExit(cancel context.CancelCauseFunc) {
 // stopTimeout. It returns an error when the process had to be killed or
 // exited with a failure.
 func (p *operatorProcess) Stop() error {
-	var err error
-	p.stopOnce.Do(func() {
-		close(p.stopping)
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-			if p.exitErr != nil {
-				err = fmt.Errorf("operator %s exited with %v after SIGTERM; its last output:\n%s", p.name, p.exitErr, p.tail)
-			}
-		case <-time.After(stopTimeout):
-			_ = p.cmd.Process.Kill()
-			<-p.exited
-			err = fmt.Errorf("operator %s did not exit within %s of SIGTERM", p.name, stopTimeout)
-		}
-	})
-	return err
+	p.stopOnce.Do(func() { close(p.stopping) })
+	if err := p.Operator.Stop(stopTimeout); err != nil {
+		return fmt.Errorf("%w; its last output:\n%s", err, p.Output())
+	}
+	return nil
 }
 
 // get fetches a path of the metrics server (or, with pprof, of the
@@ -153,18 +96,18 @@ func (p *operatorProcess) get(ctx context.Context, addr, path string, timeout ti
 
 // metrics scrapes the operator's /metrics.
 func (p *operatorProcess) metrics(ctx context.Context) (samples, error) {
-	code, body, err := p.get(ctx, p.metricsAddr, "/metrics", 10*time.Second)
+	code, body, err := p.get(ctx, p.MetricsAddr, "/metrics", 10*time.Second)
 	if err != nil {
-		return samples{}, fmt.Errorf("operator %s /metrics: %w", p.name, err)
+		return samples{}, fmt.Errorf("operator %s /metrics: %w", p.Name, err)
 	}
 	if code != http.StatusOK {
-		return samples{}, fmt.Errorf("operator %s /metrics: %d", p.name, code)
+		return samples{}, fmt.Errorf("operator %s /metrics: %d", p.Name, code)
 	}
 	return parseMetrics(string(body))
 }
 
 // cpu is the CPU time the process has used, user and system.
-func (p *operatorProcess) cpu() (time.Duration, error) { return processCPU(p.cmd.Process.Pid) }
+func (p *operatorProcess) cpu() (time.Duration, error) { return processCPU(p.Pid()) }
 
 // processCPU is a process's CPU time, user and system, from
 // /proc/<pid>/stat.
@@ -200,7 +143,7 @@ func (p *operatorProcess) rss() (float64, error) { return p.status("VmRSS") }
 
 // status reads a size in kB from /proc/<pid>/status, in MiB.
 func (p *operatorProcess) status(field string) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
 	if err != nil {
 		return 0, err
 	}
@@ -213,7 +156,7 @@ func (p *operatorProcess) status(field string) (float64, error) {
 			return kb / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.Pid())
 }
 
 // profile saves /debug/pprof/<name> (with query) to path. The pprof
@@ -224,7 +167,7 @@ func (p *operatorProcess) profile(ctx context.Context, name, query, path string,
 	if query != "" {
 		url += "?" + query
 	}
-	code, body, err := p.get(ctx, p.pprofAddr, url, timeout)
+	code, body, err := p.get(ctx, p.PprofAddr, url, timeout)
 	if err != nil {
 		return err
 	}
@@ -239,7 +182,7 @@ func (p *operatorProcess) profile(ctx context.Context, name, query, path string,
 func (p *operatorProcess) profileFromStart(ctx context.Context, secs int, path string) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		code, _, err := p.get(ctx, p.pprofAddr, "/debug/pprof/", time.Second)
+		code, _, err := p.get(ctx, p.PprofAddr, "/debug/pprof/", time.Second)
 		if err == nil && code == http.StatusOK {
 			break
 		}
@@ -254,52 +197,4 @@ func (p *operatorProcess) profileFromStart(ctx context.Context, secs int, path s
 	}
 	d := time.Duration(secs) * time.Second
 	return p.profile(ctx, "profile", "seconds="+strconv.Itoa(secs), path, d+30*time.Second)
-}
-
-// freePort asks the kernel for a free loopback port. Another process could
-// take it before the operator binds it; the operator would then exit
-// naming the address, and the run fails.
-func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
-}
-
-// tailBuffer keeps the last max lines written to it.
-type tailBuffer struct {
-	mu      sync.Mutex
-	max     int
-	lines   []string
-	partial string
-}
-
-func (b *tailBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	sc := bufio.NewScanner(strings.NewReader(b.partial + string(p)))
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	b.partial = ""
-	complete := strings.HasSuffix(string(p), "\n")
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-	}
-	if !complete && len(lines) > 0 {
-		b.partial = lines[len(lines)-1]
-		lines = lines[:len(lines)-1]
-	}
-	b.lines = append(b.lines, lines...)
-	if len(b.lines) > b.max {
-		b.lines = b.lines[len(b.lines)-b.max:]
-	}
-	return len(p), nil
-}
-
-func (b *tailBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Join(append(append([]string{}, b.lines...), b.partial), "\n")
 }

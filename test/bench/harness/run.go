@@ -595,7 +595,7 @@ func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int,
 	deadline := time.Now().Add(b.cfg.RunningTimeout)
 	for cs.synced == 0 || cs.firstSync == 0 || cs.allSynced == 0 {
 		if time.Now().After(deadline) {
-			return cs, fmt.Errorf("operator %s not started within %s: %+v", op.name, b.cfg.RunningTimeout, cs)
+			return cs, fmt.Errorf("operator %s not started within %s: %+v", op.Name, b.cfg.RunningTimeout, cs)
 		}
 		select {
 		case <-ctx.Done():
@@ -606,7 +606,7 @@ func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int,
 		if err != nil {
 			continue // not listening yet
 		}
-		now := time.Since(op.started)
+		now := time.Since(op.Started)
 		syncs := m.sum("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"})
 		if cs.firstSync == 0 && syncs > 0 {
 			cs.firstSync = now
@@ -621,8 +621,8 @@ func (b *bench) waitStarted(ctx context.Context, op *operatorProcess, total int,
 			cs.leading = now
 		}
 		if cs.synced == 0 && cs.leading != 0 {
-			if code, _, err := op.get(ctx, op.metricsAddr, "/readyz", 5*time.Second); err == nil && code == http.StatusOK {
-				cs.synced = time.Since(op.started)
+			if code, _, err := op.get(ctx, op.MetricsAddr, "/readyz", 5*time.Second); err == nil && code == http.StatusOK {
+				cs.synced = time.Since(op.Started)
 				if hostStart != nil {
 					if h, err := b.hostCPU(); err == nil {
 						cs.host = hostDelta(*hostStart, h, cs.synced)

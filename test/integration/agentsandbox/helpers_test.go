@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -77,37 +76,6 @@ func getTask(t *testing.T, ns, name string) *calibanv1alpha1.CalibanTask {
 		t.Fatal(err)
 	}
 	return task
-}
-
-// waitForPhase waits until the task is in phase with a Ready condition of
-// reason (any when ""), and returns it.
-func waitForPhase(t *testing.T, ns, name string, phase calibanv1alpha1.TaskPhase, reason string) *calibanv1alpha1.CalibanTask {
-	t.Helper()
-	var task *calibanv1alpha1.CalibanTask
-	framework.Eventually(t, startTimeout, func() error {
-		var err error
-		task, err = cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		ready := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
-		if task.Status.Phase != phase || (reason != "" && (ready == nil || ready.Reason != reason)) {
-			return fmt.Errorf("task %s is %q (Ready %+v), want %s %s", name, task.Status.Phase, ready, phase, reason)
-		}
-		return nil
-	})
-	return task
-}
-
-// updateTask changes the task's spec, retrying on conflicts.
-func updateTask(t *testing.T, ns, name string, mutate func(*calibanv1alpha1.CalibanTaskSpec)) {
-	t.Helper()
-	framework.Eventually(t, 30*time.Second, func() error {
-		task := getTask(t, ns, name)
-		mutate(&task.Spec)
-		_, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Update(ctx, task, metav1.UpdateOptions{FieldManager: framework.FieldManager})
-		return err
-	})
 }
 
 func suspend(on bool) func(*calibanv1alpha1.CalibanTaskSpec) {

@@ -38,7 +38,7 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 
 	// Created: Running on a real pod, with its claim bound and its Service.
 	for _, name := range []string{"life", "done", "drained", "late"} {
-		task := waitForPhase(t, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+		task := framework.WaitForPhase(t, cluster.Caliban, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 		want := fmt.Sprintf("%s.%s.svc.cluster.local:8443", builders.SandboxName(name), ns)
 		if task.Status.CalibandEndpoint != want {
 			t.Errorf("task %s: endpoint %q, want %q (agent-sandbox's serviceFQDN)", name, task.Status.CalibandEndpoint, want)
@@ -58,8 +58,8 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 	}
 
 	// Suspend: the pod goes, the claim stays.
-	updateTask(t, ns, "life", suspend(true))
-	waitForPhase(t, ns, "life", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended)
+	framework.UpdateTask(t, cluster.Caliban, ns, "life", suspend(true))
+	framework.WaitForPhase(t, cluster.Caliban, ns, "life", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended, startTimeout)
 	waitForNoPod(t, ns, "life")
 	if c := claim(t, ns, "life"); c.UID != workspace.UID {
 		t.Errorf("suspending replaced the workspace claim (%s, was %s)", c.UID, workspace.UID)
@@ -69,8 +69,8 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 	}
 
 	// Resume: a new pod over the same claim.
-	updateTask(t, ns, "life", suspend(false))
-	waitForPhase(t, ns, "life", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	framework.UpdateTask(t, cluster.Caliban, ns, "life", suspend(false))
+	framework.WaitForPhase(t, cluster.Caliban, ns, "life", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	if p := waitForPod(t, ns, "life"); p.UID == firstPod.UID {
 		t.Errorf("the resumed task runs on the pod it had before suspending (%s)", p.UID)
 	}
@@ -81,17 +81,17 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 	// A finish: onFinish suspend (the default) releases the pod; the phase
 	// is prospero's.
 	prospero(t, ns, "done", map[string]any{"type": builders.ConditionAgentsSettled, "status": "True", "reason": builders.SettledSucceeded})
-	waitForPhase(t, ns, "done", calibanv1alpha1.TaskCompleted, builders.ReasonCompleted)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "done", calibanv1alpha1.TaskCompleted, builders.ReasonCompleted, startTimeout)
 	waitForNoPod(t, ns, "done")
 	claim(t, ns, "done")
 
 	// The deadline fails the task once its pod is gone. Set on the running
 	// task, it has passed already: a deadline set at creation would have
 	// to outlast a real start, and the test would wait for it.
-	updateTask(t, ns, "late", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+	framework.UpdateTask(t, cluster.Caliban, ns, "late", func(spec *calibanv1alpha1.CalibanTaskSpec) {
 		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{ActiveDeadlineSeconds: new(int32(1))}
 	})
-	late := waitForPhase(t, ns, "late", calibanv1alpha1.TaskFailed, builders.ReasonDeadlineExceeded)
+	late := framework.WaitForPhase(t, cluster.Caliban, ns, "late", calibanv1alpha1.TaskFailed, builders.ReasonDeadlineExceeded, startTimeout)
 	if p := pod(t, ns, "late"); p != nil && p.DeletionTimestamp == nil {
 		t.Errorf("task late is Failed %s while its pod %s still runs", builders.ReasonDeadlineExceeded, p.Name)
 	}
@@ -104,7 +104,7 @@ func TestTheLifecycleWithAgentSandbox(t *testing.T) {
 	if err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Delete(ctx, "drained", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForPhase(t, ns, "drained", calibanv1alpha1.TaskDraining, builders.ReasonDraining)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "drained", calibanv1alpha1.TaskDraining, builders.ReasonDraining, startTimeout)
 	if p := pod(t, ns, "drained"); p == nil || p.DeletionTimestamp != nil {
 		t.Error("a Draining task's pod went before prospero answered")
 	}
@@ -168,7 +168,7 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 	}
 	before := map[string]seen{}
 	for _, name := range old {
-		waitForPhase(t, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+		framework.WaitForPhase(t, cluster.Caliban, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 		p := waitForPod(t, ns, name)
 		before[name] = seen{generation: sandboxGeneration(t, ns, name), pod: string(p.UID), image: calibandImage(p)}
 	}
@@ -181,7 +181,7 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 	second := startOperator(t, "after", ns, config.EnvWorkspaceStorage+"=20Gi", config.EnvCalibandImage+"="+newImage,
 		config.EnvResyncSeconds+"=1")
 	framework.Eventually(t, time.Minute, func() error {
-		code, body, err := second.Readyz()
+		code, body, err := second.Get("/readyz")
 		if err != nil || code != 200 {
 			return fmt.Errorf("readyz %d %q: %v", code, body, err)
 		}
@@ -220,11 +220,11 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 	}
 
 	// Suspended and resumed for real, under the new settings.
-	updateTask(t, ns, "one", suspend(true))
-	waitForPhase(t, ns, "one", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended)
+	framework.UpdateTask(t, cluster.Caliban, ns, "one", suspend(true))
+	framework.WaitForPhase(t, cluster.Caliban, ns, "one", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended, startTimeout)
 	waitForNoPod(t, ns, "one")
-	updateTask(t, ns, "one", suspend(false))
-	waitForPhase(t, ns, "one", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	framework.UpdateTask(t, cluster.Caliban, ns, "one", suspend(false))
+	framework.WaitForPhase(t, cluster.Caliban, ns, "one", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	resumed := waitForPod(t, ns, "one")
 	if string(resumed.UID) == before["one"].pod {
 		t.Error("the resumed task runs on its old pod")
@@ -238,7 +238,7 @@ func TestAnOperatorRestartedWithOtherSettingsBreaksNoTask(t *testing.T) {
 
 	// A new task gets the new values.
 	createTask(t, ns, "four")
-	waitForPhase(t, ns, "four", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "four", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	if got := calibandImage(waitForPod(t, ns, "four")); got != newImage {
 		t.Errorf("a new task runs %q, want the new %q", got, newImage)
 	}

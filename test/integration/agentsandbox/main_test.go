@@ -18,10 +18,7 @@ package agentsandbox_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,31 +28,13 @@ import (
 
 var (
 	cluster *framework.Cluster
-	binary  string
-	ctx     = context.Background()
+	// build is the operator binary, built while the cluster starts.
+	build *framework.OperatorBuild
+	ctx   = context.Background()
 )
 
 func TestMain(m *testing.M) {
-	framework.MainWithOptions(m, &cluster, build, framework.Options{RealAgentSandbox: true, AuditOperator: true})
-}
-
-// build compiles the operator before the cluster starts.
-func build() (func(), error) {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "caliban-agentsandbox-it-")
-	if err != nil {
-		return nil, err
-	}
-	binary = filepath.Join(dir, "caliban-operator")
-	cmd := exec.Command("go", "build", "-o", binary, "./cmd/caliban-operator")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build ./cmd/caliban-operator: %w\n%s", err, out)
-	}
-	return func() { _ = os.RemoveAll(dir) }, nil
+	framework.MainWithOptions(m, &cluster, framework.BuildingOperator(&build), framework.Options{RealAgentSandbox: true, AuditOperator: true})
 }
 
 // volumes is how many PersistentVolumes the package provides: one per
@@ -107,35 +86,23 @@ func startOperator(t *testing.T, name, ns string, env ...string) *operator {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr, err := framework.FreeLoopbackAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	op, err := framework.StartOperator(name, binary, addr, append([]string{
-		"KUBECONFIG=" + kc,
-		"CALIBAN_LEADER_ELECTION=false",
-		// The operator's namespace, where its ServiceAccount may keep the
-		// pin key, as in its pod.
-		"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
-		"CALIBAN_WATCH_NAMESPACE=" + ns,
-		"CALIBAN_LOG_VERBOSITY=4",
-		"CALIBAN_DRAIN_TIMEOUT_SECONDS=600",
-	}, env...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = op.Stop(30 * time.Second)
-		out := op.Output()
-		if t.Failed() {
-			t.Logf("operator %s output (last 60 lines):\n%s", name, lastLines(out, 60))
-		}
-		for _, sign := range []string{"panic:", "fatal error:"} {
-			if i := strings.Index(out, sign); i >= 0 {
-				t.Errorf("operator %s wrote %q:\n%s", name, sign, lastLines(out[i:], 30))
-			}
-		}
+	op, err := framework.RunOperator(t, framework.OperatorOptions{
+		Name:   name,
+		Binary: build.Binary(t),
+		Env: cluster.NamespaceOperatorEnv(ns, append([]string{
+			"KUBECONFIG=" + kc,
+			// The operator's namespace, where its ServiceAccount may keep the
+			// pin key, as in its pod.
+			"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
+			"CALIBAN_DRAIN_TIMEOUT_SECONDS=600",
+		}, env...)...),
+		StopTimeout: 30 * time.Second,
+		ShowLines:   60,
+		FailOnPanic: true,
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return &operator{Operator: op, credential: cred}
 }
 
@@ -175,12 +142,4 @@ func (o *operator) writesTo(t *testing.T, ns, resource string) map[string]int {
 		}
 	}
 	return n
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

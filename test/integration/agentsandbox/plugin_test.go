@@ -46,7 +46,7 @@ func TestThePluginOnAgentSandboxPods(t *testing.T) {
 	createTask(t, ns, "unplaced", func(spec *calibanv1alpha1.CalibanTaskSpec) {
 		spec.Isolation = &calibanv1alpha1.Isolation{RuntimeClass: rc}
 	})
-	waitForPhase(t, ns, "runs", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "runs", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	waitForPod(t, ns, "runs")
 
 	run := func(args ...string) (int, string, string) {

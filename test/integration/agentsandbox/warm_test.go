@@ -38,7 +38,7 @@ func TestWarmTasksOnAgentSandbox(t *testing.T) {
 
 	// Warm: Running on a pool Sandbox, owned through the task's claim.
 	createTask(t, ns, "warm")
-	task := waitForPhase(t, ns, "warm", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	task := framework.WaitForPhase(t, cluster.Caliban, ns, "warm", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	l := task.Status.Launch
 	if l == nil || l.Type != calibanv1alpha1.LaunchWarm || l.Reason != builders.ReasonLaunchWarmPool || l.Claim == nil {
 		t.Fatalf("launch %+v, want Warm from the pool, with its claim", l)
@@ -91,11 +91,11 @@ func TestWarmTasksOnAgentSandbox(t *testing.T) {
 	volume := getPVC(t, ns, builders.VolumeWorkspace+"-"+name)
 
 	// Suspend and resume: the same claim, Sandbox and volume; a new pod.
-	updateTask(t, ns, "warm", suspend(true))
-	waitForPhase(t, ns, "warm", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended)
+	framework.UpdateTask(t, cluster.Caliban, ns, "warm", suspend(true))
+	framework.WaitForPhase(t, cluster.Caliban, ns, "warm", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended, startTimeout)
 	waitForNoPodNamed(t, ns, name)
-	updateTask(t, ns, "warm", suspend(false))
-	task = waitForPhase(t, ns, "warm", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	framework.UpdateTask(t, cluster.Caliban, ns, "warm", suspend(false))
+	task = framework.WaitForPhase(t, cluster.Caliban, ns, "warm", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	if task.Status.SandboxRef.Name != name || getClaim(t, ns, "warm").UID != l.Claim.UID {
 		t.Errorf("after resume the task runs in %s with claim %s, want %s and %s", task.Status.SandboxRef.Name, getClaim(t, ns, "warm").UID, name, l.Claim.UID)
 	}
@@ -125,9 +125,9 @@ func TestWarmTasksOnAgentSandbox(t *testing.T) {
 	if body, _ := json.Marshal(getSandbox(t, ns, name).Object["spec"]); strings.Contains(string(body), "TEAM") {
 		t.Error("the running task's Sandbox got the Workspace's new env")
 	}
-	waitForPhase(t, ns, "warm", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "warm", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	createTask(t, ns, "after-edit")
-	next := waitForPhase(t, ns, "after-edit", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	next := framework.WaitForPhase(t, cluster.Caliban, ns, "after-edit", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	if got := getSandbox(t, ns, next.Status.SandboxRef.Name).GetAnnotations()[builders.AnnotationSandboxTemplateRef]; got != second {
 		t.Errorf("the task admitted after the edit runs on %q, want the new %q", got, second)
 	}
@@ -159,7 +159,7 @@ func TestWarmTasksOnAgentSandbox(t *testing.T) {
 		return nil
 	})
 	uncordon()
-	empty := waitForPhase(t, ns, "empty", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	empty := framework.WaitForPhase(t, cluster.Caliban, ns, "empty", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	if empty.Status.Launch.Type != calibanv1alpha1.LaunchWarm || empty.Status.SandboxRef.Name != builders.ClaimName("empty") {
 		t.Errorf("launch %+v in %+v, want the warm path on the claim's own Sandbox", empty.Status.Launch, empty.Status.SandboxRef)
 	}
@@ -209,7 +209,7 @@ func TestATaskThePoolDoesNotCarryStartsCold(t *testing.T) {
 	createTask(t, ns, "own-state", func(spec *calibanv1alpha1.CalibanTaskSpec) {
 		spec.State = &calibanv1alpha1.StateSpec{Mode: "local"}
 	})
-	task := waitForPhase(t, ns, "own-state", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+	task := framework.WaitForPhase(t, cluster.Caliban, ns, "own-state", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	if l := task.Status.Launch; l == nil || l.Type != calibanv1alpha1.LaunchCold || l.Reason != builders.ReasonPerTaskState {
 		t.Errorf("launch %+v, want Cold, %s", l, builders.ReasonPerTaskState)
 	}
@@ -271,7 +271,7 @@ func drainPool(t *testing.T, ns, prefix string, n int) {
 		createTask(t, ns, fmt.Sprintf("%s-%d", prefix, i))
 	}
 	for i := range n {
-		waitForPhase(t, ns, fmt.Sprintf("%s-%d", prefix, i), calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+		framework.WaitForPhase(t, cluster.Caliban, ns, fmt.Sprintf("%s-%d", prefix, i), calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 	}
 }
 
@@ -365,7 +365,7 @@ func TestTheWarmLifecycle(t *testing.T) {
 	})
 	sandbox := map[string]string{}
 	for _, name := range []string{"done", "late", "brief", "drained"} {
-		task := waitForPhase(t, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning)
+		task := framework.WaitForPhase(t, cluster.Caliban, ns, name, calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
 		if !builders.IsWarm(task) {
 			t.Fatalf("task %s took launch %+v, want the warm path", name, task.Status.Launch)
 		}
@@ -375,7 +375,7 @@ func TestTheWarmLifecycle(t *testing.T) {
 	// A finish: onFinish suspend (the default) releases the pod, keeps the
 	// claim and the Sandbox.
 	prospero(t, ns, "done", map[string]any{"type": builders.ConditionAgentsSettled, "status": "True", "reason": builders.SettledSucceeded})
-	waitForPhase(t, ns, "done", calibanv1alpha1.TaskCompleted, builders.ReasonCompleted)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "done", calibanv1alpha1.TaskCompleted, builders.ReasonCompleted, startTimeout)
 	waitForNoPodNamed(t, ns, sandbox["done"])
 	getClaim(t, ns, "done")
 	if mode, _, _ := unstructured.NestedString(getSandbox(t, ns, sandbox["done"]).Object, "spec", "operatingMode"); mode != "Suspended" {
@@ -383,10 +383,10 @@ func TestTheWarmLifecycle(t *testing.T) {
 	}
 
 	// The deadline, set on the running task, has passed already.
-	updateTask(t, ns, "late", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+	framework.UpdateTask(t, cluster.Caliban, ns, "late", func(spec *calibanv1alpha1.CalibanTaskSpec) {
 		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{ActiveDeadlineSeconds: new(int32(1))}
 	})
-	waitForPhase(t, ns, "late", calibanv1alpha1.TaskFailed, builders.ReasonDeadlineExceeded)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "late", calibanv1alpha1.TaskFailed, builders.ReasonDeadlineExceeded, startTimeout)
 	waitForNoPodNamed(t, ns, sandbox["late"])
 
 	// ttlSecondsAfterFinished: the task goes, and the claim and its
@@ -409,7 +409,7 @@ func TestTheWarmLifecycle(t *testing.T) {
 	if err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Delete(ctx, "drained", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitForPhase(t, ns, "drained", calibanv1alpha1.TaskDraining, builders.ReasonDraining)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "drained", calibanv1alpha1.TaskDraining, builders.ReasonDraining, startTimeout)
 	if p, err := cluster.Kube.CoreV1().Pods(ns).Get(ctx, sandbox["drained"], metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
 		t.Errorf("a Draining warm task's pod went before prospero answered (%v)", err)
 	}

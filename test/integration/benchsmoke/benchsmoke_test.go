@@ -11,8 +11,6 @@ package benchsmoke
 import (
 	"context"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,11 +26,9 @@ func TestTheBenchmarkRunsAndReportsEveryFigure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "caliban-operator")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/caliban-operator")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/caliban-operator: %v\n%s", err, out)
+	bin, err := framework.BuildOperator(root, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	dir := t.TempDir()

@@ -175,24 +175,15 @@ func TestTheChartsInstallUpgradeAndUninstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		addr, err := framework.FreeLoopbackAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
+		// The chart's metrics address gives way to a free loopback port.
 		env = append(env, "KUBECONFIG="+kubeconfig, "POD_NAME=helm-0", "CONTROLLER_POD_NAME=helm-0",
-			"CALIBAN_LEASE_NAMESPACE="+operatorNamespace, "CALIBAN_METRICS_BIND_ADDRESS="+addr)
-		op, err := framework.StartOperator("helm", operatorBinary(t), addr, env...)
-		if err != nil {
+			"CALIBAN_LEASE_NAMESPACE="+operatorNamespace)
+		if _, err := framework.RunOperator(t, framework.OperatorOptions{
+			Name: "helm", Binary: operatorBinary(t), Env: env,
+			StopTimeout: 30 * time.Second, CheckStop: framework.StopCleanly,
+		}); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() {
-			if err := op.Stop(30 * time.Second); err != nil {
-				t.Errorf("%v\n%s", err, op.Output())
-			}
-			if t.Failed() {
-				t.Logf("operator output:\n%s", op.Output())
-			}
-		})
 		ns := cluster.Namespace(t, nil)
 		cluster.CreateDemoWorkspace(t, ns, "ws", "Helm integration workspace")
 		cluster.WaitForWorkspaceReady(t, ns, "ws")

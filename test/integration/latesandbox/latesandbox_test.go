@@ -87,7 +87,7 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 
 	step("the workspace is validated although the Sandbox API is not served", func(t *testing.T) {
 		framework.Eventually(t, settleTimeout, func() error {
-			if err := op.running(); err != nil {
+			if err := op.Running(); err != nil {
 				return err
 			}
 			ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, "demo", metav1.GetOptions{})
@@ -173,10 +173,11 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 			return nil
 		})
 		syncs := func() float64 {
-			n, err := op.metric("caliban_controller_syncs_total", `controller="calibantask"`)
+			m, err := op.Metrics("caliban_controller_syncs_total")
 			if err != nil {
 				t.Fatal(err)
 			}
+			n, _ := m.Sum("caliban_controller_syncs_total", map[string]string{"controller": "calibantask"})
 			return n
 		}
 		syncsBefore := syncs()
@@ -189,7 +190,7 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 			if time.Now().After(deadline) {
 				t.Fatalf("the task was synced %v times in %s with a resync period of %s, want at least %d", syncs()-syncsBefore, settleTimeout, resyncPeriod, resyncs)
 			}
-			if err := op.running(); err != nil {
+			if err := op.Running(); err != nil {
 				t.Fatal(err)
 			}
 			task, err := getTask()
@@ -223,10 +224,10 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 	})
 
 	step("the operator keeps running and reports ready", func(t *testing.T) {
-		if err := op.running(); err != nil {
+		if err := op.Running(); err != nil {
 			t.Fatal(err)
 		}
-		code, body, err := op.get("/readyz")
+		code, body, err := op.Get("/readyz")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +246,7 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 		var task *calibanv1alpha1.CalibanTask
 		// The operator polls discovery every 5-10 s.
 		framework.Eventually(t, 90*time.Second, func() error {
-			if err := op.running(); err != nil {
+			if err := op.Running(); err != nil {
 				return err
 			}
 			got, err := getTask()
@@ -283,7 +284,7 @@ func TestTasksWaitForAgentSandboxAndRunOnceItIsInstalled(t *testing.T) {
 		if diff := cmp.Diff(pinned.Status.ResolvedWorkspace, task.Status.ResolvedWorkspace); diff != "" {
 			t.Errorf("the pin changed while the task waited (-waiting +running):\n%s", diff)
 		}
-		if err := op.running(); err != nil {
+		if err := op.Running(); err != nil {
 			t.Fatal(err)
 		}
 	})

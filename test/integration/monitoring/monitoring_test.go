@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"testing"
@@ -83,62 +82,33 @@ func TestEverySeriesTheAlertsAndTheDashboardReadIsExported(t *testing.T) {
 
 // startOperator runs the operator binary as the Deployment would, leader
 // election on, restricted to ns (where its Lease is too) and serving
-// metrics on a free loopback port. A port taken between choosing and
-// binding it makes the operator exit at once: it is tried again on
-// another, rather than fail the test on the machine's luck.
+// metrics on a free loopback port, and fails the test unless it serves.
+// It is stopped with SIGTERM when the test ends, which must end it cleanly
+// within 30 s.
 func startOperator(t *testing.T, ns string) *framework.Operator {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		addr, err := framework.FreeLoopbackAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		op, err := framework.StartOperator("monitoring", build.Binary(t), addr,
-			"KUBECONFIG="+cluster.Kubeconfig,
-			"CALIBAN_WATCH_NAMESPACE="+ns,
+	op, err := framework.RunOperator(t, framework.OperatorOptions{
+		Name:   "monitoring",
+		Binary: build.Binary(t),
+		Env: []string{
+			"KUBECONFIG=" + cluster.Kubeconfig,
+			"CALIBAN_WATCH_NAMESPACE=" + ns,
 			"CALIBAN_LEADER_ELECTION=true",
-			"CALIBAN_LEASE_NAMESPACE="+ns,
-			"CALIBAN_LEASE_NAME="+leaseName,
+			"CALIBAN_LEASE_NAMESPACE=" + ns,
+			"CALIBAN_LEASE_NAME=" + leaseName,
 			"CALIBAN_LEASE_DURATION_SECONDS=6",
 			"CALIBAN_LEASE_GRACE_SECONDS=2",
-			"POD_NAME="+podName,
-			"CONTROLLER_POD_NAME="+podName,
-		)
-		if err != nil {
-			t.Fatal(err)
-		}
-		serving := waitServing(op)
-		if serving || attempt == 3 || !strings.Contains(op.Output(), "address already in use") {
-			t.Cleanup(func() {
-				if err := op.Stop(30 * time.Second); err != nil {
-					t.Errorf("%v\n%s", err, op.Output())
-				}
-				if t.Failed() {
-					t.Logf("operator output:\n%s", op.Output())
-				}
-			})
-			if !serving {
-				t.Fatalf("the operator does not serve %s:\n%s", addr, op.Output())
-			}
-			return op
-		}
-		t.Logf("metrics address %s was taken meanwhile; trying another port", addr)
+			"POD_NAME=" + podName,
+			"CONTROLLER_POD_NAME=" + podName,
+		},
+		StopTimeout: 30 * time.Second,
+		CheckStop:   framework.StopCleanly,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// waitServing waits until the operator answers /healthz, and reports
-// whether it did before it exited or 30 seconds passed.
-func waitServing(op *framework.Operator) bool {
-	client := http.Client{Timeout: 2 * time.Second}
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if op.Exited() {
-			return false
-		}
-		resp, err := client.Get("http://" + op.MetricsAddr + "/healthz")
-		if err == nil {
-			_ = resp.Body.Close()
-			return resp.StatusCode == http.StatusOK
-		}
+	if err := op.WaitServing(30 * time.Second); err != nil {
+		t.Fatal(err)
 	}
-	return false
+	return op
 }

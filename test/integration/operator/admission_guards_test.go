@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -273,7 +276,7 @@ func TestTheAdmissionComponentLetsOnlyThoseWhoMayReadASecretNameIt(t *testing.T)
 	})
 
 	t.Run("bob may edit what names no new Secret and sends none elsewhere", func(t *testing.T) {
-		if err := updateWorkspaceAs(asBob, ns, "shared", func(s *calibanv1alpha1.WorkspaceSpec) {
+		if _, err := framework.TryUpdateWorkspace(ctx, asBob, ns, "shared", func(s *calibanv1alpha1.WorkspaceSpec) {
 			s.DisplayName = "Edited by bob"
 			s.Env = append(s.Env, calibanv1alpha1.EnvVar{Name: "CALIBAN_EDITOR", Value: "bob"})
 			s.Providers[1].Model = "gpt-5"
@@ -281,12 +284,12 @@ func TestTheAdmissionComponentLetsOnlyThoseWhoMayReadASecretNameIt(t *testing.T)
 		}); err != nil {
 			t.Errorf("bob's edit of the Workspace: %v", err)
 		}
-		if err := updateAs(asBob, ns, "remote", func(tk *calibanv1alpha1.CalibanTask) {
+		if _, err := framework.TryUpdateTask(ctx, asBob, ns, "remote", func(tk *calibanv1alpha1.CalibanTask) {
 			tk.Spec.Task.Prompt = "Summarise the repository layout, briefly."
 		}); err != nil {
 			t.Errorf("bob's edit of the task: %v", err)
 		}
-		if err := updateWorkspaceAs(asBob, ns, "shared", withProvider("shared-too", providerSecret)); err != nil {
+		if _, err := framework.TryUpdateWorkspace(ctx, asBob, ns, "shared", withProvider("shared-too", providerSecret)); err != nil {
 			t.Errorf("bob adding a provider with a key he may get: %v", err)
 		}
 	})
@@ -304,19 +307,19 @@ func TestTheAdmissionComponentLetsOnlyThoseWhoMayReadASecretNameIt(t *testing.T)
 			"a source's repo": {func(s *calibanv1alpha1.WorkspaceSpec) { s.Sources[1].Repo = "https://collector.example.com/x.git" },
 				"spec.sources[1].credentialsRef", "git-creds"},
 		} {
-			err := updateWorkspaceAs(asBob, ns, "shared", tc.edit)
+			_, err := framework.TryUpdateWorkspace(ctx, asBob, ns, "shared", tc.edit)
 			if err := framework.IsForbidden(err, notName(tc.field, tc.secret)...); err != nil {
 				t.Errorf("%s: %v", what, err)
 			}
 		}
-		err := updateAs(asBob, ns, "remote", func(tk *calibanv1alpha1.CalibanTask) {
+		_, err := framework.TryUpdateTask(ctx, asBob, ns, "remote", func(tk *calibanv1alpha1.CalibanTask) {
 			tk.Spec.State.GonzaloEndpoint = "http://collector.example.com"
 		})
 		if err := framework.IsForbidden(err, notName("spec.state.tokenRef", "gonzalo-token")...); err != nil {
 			t.Errorf("the state endpoint: %v", err)
 		}
 		// alice may.
-		if err := updateWorkspaceAs(asAlice, ns, "shared", func(s *calibanv1alpha1.WorkspaceSpec) {
+		if _, err := framework.TryUpdateWorkspace(ctx, asAlice, ns, "shared", func(s *calibanv1alpha1.WorkspaceSpec) {
 			s.Providers[1].BaseURL = "https://llm-gateway.example.com"
 		}); err != nil {
 			t.Errorf("alice re-pointing her provider: %v", err)
@@ -361,10 +364,10 @@ func TestTheAdmissionComponentLetsOnlyThoseWhoMayReadASecretNameIt(t *testing.T)
 			}
 		}
 		createAs(t, asAlice, newWorkspace(ns, "large", large))
-		if err := updateWorkspaceAs(asBob, ns, "large", func(s *calibanv1alpha1.WorkspaceSpec) { s.Providers[200].BaseURL = "https://llm.example.com" }); err != nil {
+		if _, err := framework.TryUpdateWorkspace(ctx, asBob, ns, "large", func(s *calibanv1alpha1.WorkspaceSpec) { s.Providers[200].BaseURL = "https://llm.example.com" }); err != nil {
 			t.Errorf("bob re-pointing the shared key in a large Workspace: %v", err)
 		}
-		err := updateWorkspaceAs(asBob, ns, "large", func(s *calibanv1alpha1.WorkspaceSpec) { s.Sources[200].Repo = "https://collector.example.com/x.git" })
+		_, err := framework.TryUpdateWorkspace(ctx, asBob, ns, "large", func(s *calibanv1alpha1.WorkspaceSpec) { s.Sources[200].Repo = "https://collector.example.com/x.git" })
 		if err := framework.IsForbidden(err, notName("spec.sources[200].credentialsRef", "git-creds")...); err != nil {
 			t.Errorf("bob re-pointing a source in a large Workspace: %v", err)
 		}
@@ -377,7 +380,7 @@ func TestTheAdmissionComponentLetsOnlyThoseWhoMayReadASecretNameIt(t *testing.T)
 // RBAC from manifests/base and starts the operator for ns with a token of
 // that ServiceAccount alone, as in its pod. The RBAC goes when the test
 // ends: the install tests must not find it left behind.
-func runOperatorAsItsServiceAccount(t *testing.T, name, ns string) *operatorProcess {
+func runOperatorAsItsServiceAccount(t *testing.T, name, ns string) *framework.Operator {
 	t.Helper()
 	var namespace, identity []*unstructured.Unstructured
 	for _, u := range kustomize(t, "manifests/base") {

@@ -109,7 +109,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 		if got.Status.PermissionPosture != calibanv1alpha1.PostureSupervised || got.Status.RequestedBy != bob {
 			t.Errorf("posture %q, requestedBy %q; want supervised, %s", got.Status.PermissionPosture, got.Status.RequestedBy, bob)
 		}
-		err := updateAs(asBob, ns, "day-shift", func(tk *calibanv1alpha1.CalibanTask) { unattended(&tk.Spec) })
+		_, err := framework.TryUpdateTask(ctx, asBob, ns, "day-shift", func(tk *calibanv1alpha1.CalibanTask) { unattended(&tk.Spec) })
 		if err := framework.IsForbidden(err, "spec.task.permissionPosture: unattended", "bob may not"); err != nil {
 			t.Error(err)
 		}
@@ -138,25 +138,25 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 				s.Suspend, s.Task.Prompt = true, "Push to main."
 			}, "spec.suspend, spec.task: "},
 		} {
-			err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tc.edit(&tk.Spec) })
+			_, err := framework.TryUpdateTask(ctx, asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tc.edit(&tk.Spec) })
 			if err := framework.IsForbidden(err, append([]string{tc.field}, mayNotChange...)...); err != nil {
 				t.Errorf("bob changing %s: %v", what, err)
 			}
 		}
 		// Metadata is not the agent's configuration.
-		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Labels = map[string]string{"reviewed-by": bob} }); err != nil {
+		if _, err := framework.TryUpdateTask(ctx, asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Labels = map[string]string{"reviewed-by": bob} }); err != nil {
 			t.Errorf("bob labelling an unattended task: %v", err)
 		}
 		// Stopping an agent is always safe; starting it again is not.
-		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Suspend = true }); err != nil {
+		if _, err := framework.TryUpdateTask(ctx, asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Suspend = true }); err != nil {
 			t.Fatalf("bob suspending an unattended task: %v", err)
 		}
 		waitForTask(t, ns, "night-shift", settleTimeout, hasPhase(calibanv1alpha1.TaskSuspended))
-		err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Suspend = false })
+		_, err := framework.TryUpdateTask(ctx, asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) { tk.Spec.Suspend = false })
 		if err := framework.IsForbidden(err, append([]string{"spec.suspend: "}, mayNotChange...)...); err != nil {
 			t.Errorf("bob resuming an unattended task: %v", err)
 		}
-		if err := updateAs(asAlice, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
+		if _, err := framework.TryUpdateTask(ctx, asAlice, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
 			tk.Spec.Suspend, tk.Spec.Task.AgentType = false, "reviewer"
 		}); err != nil {
 			t.Errorf("alice resuming and editing her unattended task: %v", err)
@@ -188,12 +188,12 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			"its agent policy, to supervised":     {"trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = nil }, "spec.agentPolicy: "},
 			"an unsupervised setting's Workspace": {"loose", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by bob" }, "spec.displayName: "},
 		} {
-			err := updateWorkspaceAs(asBob, ns, tc.ws, tc.edit)
+			_, err := framework.TryUpdateWorkspace(ctx, asBob, ns, tc.ws, tc.edit)
 			if err := framework.IsForbidden(err, tc.field+mayNotChangeWorkspace, "only group caliban:unattended"); err != nil {
 				t.Errorf("bob changing %s: %v", what, err)
 			}
 		}
-		if err := updateWorkspaceAs(asAlice, ns, "trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by alice" }); err != nil {
+		if _, err := framework.TryUpdateWorkspace(ctx, asAlice, ns, "trusting", func(s *calibanv1alpha1.WorkspaceSpec) { s.DisplayName = "Edited by alice" }); err != nil {
 			t.Errorf("alice editing her Workspace that allows unattended work: %v", err)
 		}
 	})
@@ -216,14 +216,14 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 				if err := framework.IsForbidden(err, tc.field, "bob may not", "group caliban:unattended"); err != nil {
 					t.Errorf("create: %v", err)
 				}
-				err = updateWorkspaceAs(asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy })
+				_, err = framework.TryUpdateWorkspace(ctx, asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) { s.AgentPolicy = &policy })
 				if err := framework.IsForbidden(err, tc.field, "bob may not"); err != nil {
 					t.Errorf("update: %v", err)
 				}
 			})
 		}
 		// A supervised setting is nobody's privilege.
-		if err := updateWorkspaceAs(asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) {
+		if _, err := framework.TryUpdateWorkspace(ctx, asBob, ns, "plain", func(s *calibanv1alpha1.WorkspaceSpec) {
 			s.AgentPolicy = &calibanv1alpha1.AgentPolicy{PermissionMode: "acceptEdits", NoMCP: new(true)}
 		}); err != nil {
 			t.Errorf("bob could not set supervised agent-policy settings: %v", err)
@@ -241,7 +241,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			name   string
 			client calibanclient.Interface
 		}{{bob, asBob}, {alice, asAlice}} {
-			err := updateAs(who.client, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
+			_, err := framework.TryUpdateTask(ctx, who.client, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
 				tk.Annotations[calibanv1alpha1.AnnotationRequestedBy] = who.name + "-instead"
 			})
 			if err := framework.IsForbidden(err, "metadata.annotations[caliban.caliban-ai.dev/requested-by]", "(alice)", "cannot be changed"); err != nil {
@@ -249,7 +249,7 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 			}
 		}
 		// A replace that drops the record does not erase it.
-		if err := updateAs(asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
+		if _, err := framework.TryUpdateTask(ctx, asBob, ns, "night-shift", func(tk *calibanv1alpha1.CalibanTask) {
 			delete(tk.Annotations, calibanv1alpha1.AnnotationRequestedBy)
 		}); err != nil {
 			t.Fatalf("an update without the record: %v", err)
@@ -458,30 +458,4 @@ func clientAs(t *testing.T, user string, groups ...string) calibanclient.Interfa
 		t.Fatal(err)
 	}
 	return c
-}
-
-// updateAs reads a task and updates it, changed by mutate, through client.
-func updateAs(client calibanclient.Interface, ns, name string, mutate func(*calibanv1alpha1.CalibanTask)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		tk, err := client.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(tk)
-		_, err = client.CalibanV1alpha1().CalibanTasks(ns).Update(ctx, tk, metav1.UpdateOptions{FieldManager: framework.FieldManager})
-		return err
-	})
-}
-
-// updateWorkspaceAs is updateAs for a Workspace's spec.
-func updateWorkspaceAs(client calibanclient.Interface, ns, name string, mutate func(*calibanv1alpha1.WorkspaceSpec)) error {
-	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ws, err := client.CalibanV1alpha1().Workspaces(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(&ws.Spec)
-		_, err = client.CalibanV1alpha1().Workspaces(ns).Update(ctx, ws, metav1.UpdateOptions{FieldManager: framework.FieldManager})
-		return err
-	})
 }

@@ -14,6 +14,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // admittedWithin bounds how long after its workspace turns Ready a waiting
@@ -78,7 +79,7 @@ func TestUnsupervisedWorkNeedsTheWorkspacesPermission(t *testing.T) {
 					t.Errorf("a refused task got a Sandbox")
 				}
 
-				updateWorkspace(t, ns, test.workspace, func(spec *calibanv1alpha1.WorkspaceSpec) {
+				framework.UpdateWorkspace(t, cluster.Caliban, ns, test.workspace, func(spec *calibanv1alpha1.WorkspaceSpec) {
 					if spec.AgentPolicy == nil {
 						spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{}
 					}
@@ -99,7 +100,7 @@ func TestUnsupervisedWorkNeedsTheWorkspacesPermission(t *testing.T) {
 				}
 				// Revoking the permission does not reach the pinned task,
 				// even when the operator looks at it again.
-				gen := updateWorkspace(t, ns, test.workspace, func(spec *calibanv1alpha1.WorkspaceSpec) { spec.AgentPolicy.AllowUnattended = false })
+				gen := framework.UpdateWorkspace(t, cluster.Caliban, ns, test.workspace, func(spec *calibanv1alpha1.WorkspaceSpec) { spec.AgentPolicy.AllowUnattended = false })
 				waitForWorkspaceGeneration(t, ns, test.workspace, gen)
 				taskGen := touchTask(t, ns, taskName)
 				task = waitForTask(t, ns, taskName, settleTimeout, func(task *calibanv1alpha1.CalibanTask) error {
@@ -121,7 +122,7 @@ func TestUnsupervisedWorkNeedsTheWorkspacesPermission(t *testing.T) {
 		createTask(t, ns, "edited", "supervised-only")
 		waitForTask(t, ns, "edited", settleTimeout, isRunning)
 
-		updateTask(t, ns, "edited", unattended)
+		framework.UpdateTask(t, cluster.Caliban, ns, "edited", unattended)
 		task := waitForTask(t, ns, "edited", settleTimeout,
 			failedNaming(builders.ReasonPostureNotPermitted, "unattended", "agentPolicy.allowUnattended"))
 		if task.Status.PermissionPosture != calibanv1alpha1.PostureSupervised {
@@ -130,7 +131,7 @@ func TestUnsupervisedWorkNeedsTheWorkspacesPermission(t *testing.T) {
 		waitForEvent(t, ns, "edited", corev1.EventTypeWarning, builders.ReasonPostureNotPermitted, nil)
 
 		// The workspace allowing it now does not change the pin.
-		gen := updateWorkspace(t, ns, "supervised-only", func(spec *calibanv1alpha1.WorkspaceSpec) {
+		gen := framework.UpdateWorkspace(t, cluster.Caliban, ns, "supervised-only", func(spec *calibanv1alpha1.WorkspaceSpec) {
 			spec.AgentPolicy = &calibanv1alpha1.AgentPolicy{AllowUnattended: true}
 		})
 		waitForWorkspaceGeneration(t, ns, "supervised-only", gen)
@@ -143,7 +144,7 @@ func TestUnsupervisedWorkNeedsTheWorkspacesPermission(t *testing.T) {
 		})
 
 		// Back to supervised: the task runs again, without a stale failure.
-		updateTask(t, ns, "edited", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+		framework.UpdateTask(t, cluster.Caliban, ns, "edited", func(spec *calibanv1alpha1.CalibanTaskSpec) {
 			spec.Task.PermissionPosture = calibanv1alpha1.PostureSupervised
 		})
 		waitForTask(t, ns, "edited", settleTimeout, isRunning)
@@ -335,7 +336,7 @@ func TestATaskRecoversOnceWhatItNamesExists(t *testing.T) {
 		waitForTask(t, ns, "wants-coder", settleTimeout,
 			failedWith(builders.ReasonWorkspaceUnresolved, "providerRef 'coder' names no provider in the workspace"))
 
-		gen := updateWorkspace(t, ns, "growing", func(spec *calibanv1alpha1.WorkspaceSpec) {
+		gen := framework.UpdateWorkspace(t, cluster.Caliban, ns, "growing", func(spec *calibanv1alpha1.WorkspaceSpec) {
 			spec.Providers = append(spec.Providers, calibanv1alpha1.Provider{Name: "coder", Kind: "openai", Model: "gpt-5"})
 			spec.DefaultProvider = "planner"
 		})

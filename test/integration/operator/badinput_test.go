@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -410,7 +413,7 @@ func TestBadInputTableCoversEveryFreeFormField(t *testing.T) {
 func TestBadInputIsRefusedNamingTheFieldOrRenderedInertly(t *testing.T) {
 	ns := cluster.Namespace(t, nil)
 	op := startOperator(t, "badinput", ns)
-	pid := op.cmd.Process.Pid
+	pid := op.Pid()
 	createProviderSecret(t, ns)
 	createSecret(t, ns, tokenSecret, map[string]string{"token": "gz-test"})
 
@@ -458,8 +461,8 @@ func TestBadInputIsRefusedNamingTheFieldOrRenderedInertly(t *testing.T) {
 
 	// None of it may cost the operator its process.
 	select {
-	case <-op.exited:
-		t.Fatalf("operator %d exited during the table: %v", pid, op.state)
+	case <-op.Done():
+		t.Fatalf("operator %d exited during the table: %v", pid, op.ProcessState())
 	default:
 	}
 	if code, body, err := op.Get("/healthz"); err != nil || code != http.StatusOK {

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -143,7 +146,7 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 		createReadyWorkspace(t, singleNamespace, "ws")
 		createTask(t, singleNamespace, "task", "ws")
 		waitForTask(t, singleNamespace, "task", 60*time.Second, isRunning)
-		op.Stop(t)
+		stop(t, op)
 	})
 
 	t.Run("the cluster-wide variant grants exactly what the RBAC table lists", func(t *testing.T) {

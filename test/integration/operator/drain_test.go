@@ -16,6 +16,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // These tests cover lifecycle.onDelete checkpoint: the drain finalizer,
@@ -82,19 +83,19 @@ func TestTheDrainFinalizerFollowsOnDelete(t *testing.T) {
 			return nil
 		}
 
-		gen := updateTask(t, ns, "undecided", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle.OnDelete = calibanv1alpha1.OnDeleteDelete })
+		gen := framework.UpdateTask(t, cluster.Caliban, ns, "undecided", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle.OnDelete = calibanv1alpha1.OnDeleteDelete })
 		waitForTask(t, ns, "undecided", settleTimeout, allOf(atGeneration(gen), isRunning, withoutDrainFinalizer, keepsHold))
 		consistently(t, 2*time.Second, func() error {
 			return allOf(withoutDrainFinalizer, keepsHold)(getTask(t, ns, "undecided"))
 		})
 
-		gen = updateTask(t, ns, "undecided", func(spec *calibanv1alpha1.CalibanTaskSpec) {
+		gen = framework.UpdateTask(t, cluster.Caliban, ns, "undecided", func(spec *calibanv1alpha1.CalibanTaskSpec) {
 			spec.Lifecycle.OnDelete = calibanv1alpha1.OnDeleteCheckpoint
 		})
 		waitForTask(t, ns, "undecided", settleTimeout, allOf(atGeneration(gen), isRunning, withDrainFinalizer, keepsHold))
 
 		// Without its lifecycle the finalizer goes again.
-		gen = updateTask(t, ns, "undecided", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle = nil })
+		gen = framework.UpdateTask(t, cluster.Caliban, ns, "undecided", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle = nil })
 		waitForTask(t, ns, "undecided", settleTimeout, allOf(atGeneration(gen), isRunning, withoutDrainFinalizer, keepsHold))
 		applyTestFinalizers(t, ns, "undecided")
 	})

@@ -22,7 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -168,57 +167,12 @@ func unattended(spec *calibanv1alpha1.CalibanTaskSpec) {
 	spec.Task.PermissionPosture = calibanv1alpha1.PostureUnattended
 }
 
-// updateWorkspace changes a workspace's spec, retrying on conflicts with
-// the operator's status writes, and returns the new generation.
-func updateWorkspace(t testing.TB, ns, name string, mutate func(*calibanv1alpha1.WorkspaceSpec)) int64 {
-	t.Helper()
-	var gen int64
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(&ws.Spec)
-		ws, err = cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Update(ctx, ws, metav1.UpdateOptions{FieldManager: framework.FieldManager})
-		if err == nil {
-			gen = ws.Generation
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("updating Workspace %s/%s: %v", ns, name, err)
-	}
-	return gen
-}
-
-// updateTask changes a task's spec the same way.
-func updateTask(t testing.TB, ns, name string, mutate func(*calibanv1alpha1.CalibanTaskSpec)) int64 {
-	t.Helper()
-	var gen int64
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(&task.Spec)
-		task, err = cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Update(ctx, task, metav1.UpdateOptions{FieldManager: framework.FieldManager})
-		if err == nil {
-			gen = task.Generation
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("updating CalibanTask %s/%s: %v", ns, name, err)
-	}
-	return gen
-}
-
 // touchTask changes a field the operator only carries (task.agentType), so
 // the operator reconciles the task and records the new generation without
 // anything it renders changing. It returns the new generation.
 func touchTask(t testing.TB, ns, name string) int64 {
 	t.Helper()
-	return updateTask(t, ns, name, func(spec *calibanv1alpha1.CalibanTaskSpec) {
+	return framework.UpdateTask(t, cluster.Caliban, ns, name, func(spec *calibanv1alpha1.CalibanTaskSpec) {
 		spec.Task.AgentType = "touched-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	})
 }

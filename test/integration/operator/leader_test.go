@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -108,7 +111,7 @@ func TestOneOfTwoOperatorsLeadsAndTheOtherTakesOver(t *testing.T) {
 
 	// A clean shutdown releases the lease at once.
 	exit := make(chan int, 1)
-	go func() { exit <- b.Stop(t) }()
+	go func() { exit <- stop(t, b) }()
 	waitForHolder(t, ns, lease, "", 2*time.Second)
 	if code := <-exit; code != 0 {
 		t.Errorf("op-b exited with %d after SIGTERM, want 0", code)
@@ -132,8 +135,8 @@ func TestALeaderThatLosesItsLeaseStandsByAndLeadsAgain(t *testing.T) {
 	var m metrics
 	framework.Eventually(t, settleTimeout, func() error {
 		select {
-		case <-op.exited:
-			return fmt.Errorf("op-a exited after losing the lease: %v", op.state)
+		case <-op.Done():
+			return fmt.Errorf("op-a exited after losing the lease: %v", op.ProcessState())
 		default:
 		}
 		var err error
@@ -174,7 +177,7 @@ func TestALeaderThatLosesItsLeaseStandsByAndLeadsAgain(t *testing.T) {
 		}
 		return nil
 	})
-	if code := op.Stop(t); code != 0 {
+	if code := stop(t, op); code != 0 {
 		t.Errorf("op-a exited with %d after SIGTERM, want 0", code)
 	}
 	waitForHolder(t, ns, lease, "", settleTimeout)

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -72,7 +75,7 @@ func drainTimeoutEnv(d time.Duration) string {
 	return fmt.Sprintf("CALIBAN_DRAIN_TIMEOUT_SECONDS=%d", int(d/time.Second))
 }
 
-// Spec mutators for createTask and updateTask.
+// Spec mutators for createTask and framework.UpdateTask.
 
 func suspend(on bool) func(*calibanv1alpha1.CalibanTaskSpec) {
 	return func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Suspend = on }
@@ -734,9 +737,9 @@ func noEvent(t testing.TB, ns, task, reason string) {
 }
 
 // stopOperator stops an operator with SIGTERM and expects a clean exit.
-func stopOperator(t *testing.T, op *operatorProcess) {
+func stopOperator(t *testing.T, op *framework.Operator) {
 	t.Helper()
-	if code := op.Stop(t); code != 0 {
-		t.Errorf("operator %s exited with %d after SIGTERM, want 0", op.name, code)
+	if code := stop(t, op); code != 0 {
+		t.Errorf("operator %s exited with %d after SIGTERM, want 0", op.Name, code)
 	}
 }

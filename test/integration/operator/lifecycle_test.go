@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -196,7 +199,7 @@ func TestAPinnedTaskKeepsItsConfigurationWhenTheWorkspaceChanges(t *testing.T) {
 	before := waitForTask(t, ns, "before", settleTimeout, isRunning)
 	sandboxBefore := getSandbox(t, ns, before.Status.SandboxRef.Name)
 
-	gen := updateWorkspace(t, ns, "demo", func(spec *calibanv1alpha1.WorkspaceSpec) {
+	gen := framework.UpdateWorkspace(t, cluster.Caliban, ns, "demo", func(spec *calibanv1alpha1.WorkspaceSpec) {
 		spec.Providers[0].Model = "claude-opus-4-1"
 		spec.Env = append(spec.Env, calibanv1alpha1.EnvVar{Name: "TEAM", Value: "platform"})
 	})
@@ -394,7 +397,7 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 
 	// The running operator requeues the failed tasks every 30 s and
 	// re-checks the failed workspace every 15 s: those syncs write nothing.
-	syncs := func(op *operatorProcess) (float64, float64) {
+	syncs := func(op *framework.Operator) (float64, float64) {
 		m, err := op.Metrics()
 		if err != nil {
 			t.Fatal(err)
@@ -411,7 +414,7 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 		t.Errorf("over 32 s the operator synced tasks %v times and made %v write requests, want at least 3 (the failed tasks' requeues) and none",
 			syncsAfter-syncsBefore, writesAfter-writesBefore)
 	}
-	if code := first.Stop(t); code != 0 {
+	if code := stop(t, first); code != 0 {
 		t.Errorf("operator exited with %d after SIGTERM, want 0", code)
 	}
 	if err := unchanged(); err != nil {
@@ -446,7 +449,7 @@ func TestRestartingTheOperatorWritesNothing(t *testing.T) {
 		if n := writeRequests(m); n != 0 {
 			t.Errorf("restart %d: the operator made %v write requests in steady state, want none", i, n)
 		}
-		if code := op.Stop(t); code != 0 {
+		if code := stop(t, op); code != 0 {
 			t.Errorf("restart %d: operator exited with %d after SIGTERM, want 0", i, code)
 		}
 	}

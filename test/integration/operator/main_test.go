@@ -50,11 +50,7 @@ func buildOperator() (func(), error) {
 			return nil, err
 		}
 	}
-	var err error
-	if build, err = framework.StartOperatorBuild("caliban-operator-it-"); err != nil {
-		return nil, err
-	}
-	return build.Teardown, nil
+	return framework.BuildingOperator(&build)()
 }
 
 // operatorBinary waits for the build and returns the binary's path.

@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -32,7 +35,7 @@ func TestTheOperatorReportsThroughEventsAndMetrics(t *testing.T) {
 		}
 		return nil
 	})
-	op.waitReady(t, settleTimeout)
+	waitReady(t, op, settleTimeout)
 
 	createProviderSecret(t, ns)
 	createReadyWorkspace(t, ns, "demo")

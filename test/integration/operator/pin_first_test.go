@@ -301,7 +301,7 @@ func TestATaskIsPinnedBeforeItsChildrenAndKeepsThePinWhileTheyFail(t *testing.T)
 
 		// The workspace changes while the task keeps failing to get its
 		// children: the task's retries must not re-admit it.
-		gen := updateWorkspace(t, ns, "demo", model("m2"))
+		gen := framework.UpdateWorkspace(t, cluster.Caliban, ns, "demo", model("m2"))
 		waitForWorkspaceGeneration(t, ns, "demo", gen)
 		// The failed child applies are retried with backoff (0.5 s,
 		// doubling): several retries happen in this time.

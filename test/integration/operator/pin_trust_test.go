@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -26,7 +29,7 @@ func TestTheOperatorRunsOnlyPinsItWroteAndReadsWhoAskedFromTheAnnotation(t *test
 	// A key of the test's own, so that the test knows when it was made.
 	key := "pin-key-" + ns
 	op := startOperator(t, "pin-trust", ns, "CALIBAN_PIN_KEY_SECRET="+key)
-	op.waitReady(t, settleTimeout)
+	waitReady(t, op, settleTimeout)
 	// Tasks created after the key's second are held to their signature
 	// (creation times are whole seconds; the key's own is given the benefit
 	// of the doubt).

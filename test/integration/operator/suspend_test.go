@@ -1,3 +1,6 @@
+// Copyright The caliban-operator Authors.
+// SPDX-License-Identifier: Apache-2.0
+
 package operator_test
 
 import (
@@ -13,6 +16,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // These tests cover the task lifecycle but for the drain (drain_test.go):
@@ -34,7 +38,7 @@ func TestSuspendingARunningTaskParksItsSandboxAndResumingRunsItAgain(t *testing.
 		t.Fatalf("a running task has no startTime: %s", statusJSON(running.Status))
 	}
 
-	gen := updateTask(t, ns, "parked", suspend(true))
+	gen := framework.UpdateTask(t, cluster.Caliban, ns, "parked", suspend(true))
 	suspended := waitForTask(t, ns, "parked", settleTimeout, allOf(atGeneration(gen), isSuspended))
 	waitForSandbox(t, ns, sbx, settleTimeout, parked)
 	// The Sandbox's readiness going away does not turn the suspended task
@@ -54,7 +58,7 @@ func TestSuspendingARunningTaskParksItsSandboxAndResumingRunsItAgain(t *testing.
 	}
 	waitForEvent(t, ns, "parked", corev1.EventTypeNormal, eventPhaseChanged, noteContains("Running → Suspended"))
 
-	gen = updateTask(t, ns, "parked", suspend(false))
+	gen = framework.UpdateTask(t, cluster.Caliban, ns, "parked", suspend(false))
 	waitForSandbox(t, ns, sbx, settleTimeout, serving)
 	resumed := waitForTask(t, ns, "parked", settleTimeout, allOf(atGeneration(gen), isRunning))
 	if resumed.Status.CalibandEndpoint != running.Status.CalibandEndpoint {
@@ -115,7 +119,7 @@ func TestATaskCreatedSuspendedIsPinnedAndStartsOnResume(t *testing.T) {
 		}
 	}
 
-	gen := updateTask(t, ns, "later", suspend(false))
+	gen := framework.UpdateTask(t, cluster.Caliban, ns, "later", suspend(false))
 	waitForSandbox(t, ns, sbx, settleTimeout, serving)
 	running := waitForTask(t, ns, "later", settleTimeout, allOf(atGeneration(gen), isRunning))
 	if !running.Status.StartTime.Equal(suspended.Status.StartTime) {
@@ -380,7 +384,7 @@ func TestAnUnknownOnDeleteFailsTheTaskUntilItIsFixed(t *testing.T) {
 			return nil
 		})
 
-		gen := updateTask(t, ns, "sometimes", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle.OnDelete = calibanv1alpha1.OnDeleteDelete })
+		gen := framework.UpdateTask(t, cluster.Caliban, ns, "sometimes", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle.OnDelete = calibanv1alpha1.OnDeleteDelete })
 		waitForTask(t, ns, "sometimes", settleTimeout, allOf(atGeneration(gen), isRunning, isPinned))
 	})
 
@@ -391,12 +395,12 @@ func TestAnUnknownOnDeleteFailsTheTaskUntilItIsFixed(t *testing.T) {
 		kids := children(ns, "changes-its-mind")
 		before := settledVersions(t, kids)
 
-		gen := updateTask(t, ns, "changes-its-mind", onDelete("sometimes"))
+		gen := framework.UpdateTask(t, cluster.Caliban, ns, "changes-its-mind", onDelete("sometimes"))
 		waitForTask(t, ns, "changes-its-mind", settleTimeout, allOf(atGeneration(gen), failedWith(reasonInvalidLifecycle, message)))
 		waitForEvent(t, ns, "changes-its-mind", corev1.EventTypeWarning, reasonInvalidLifecycle, noteContains(message))
 		consistently(t, 2*time.Second, unchangedVersions(kids, before))
 
-		gen = updateTask(t, ns, "changes-its-mind", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle.OnDelete = calibanv1alpha1.OnDeleteDelete })
+		gen = framework.UpdateTask(t, cluster.Caliban, ns, "changes-its-mind", func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Lifecycle.OnDelete = calibanv1alpha1.OnDeleteDelete })
 		fixed := waitForTask(t, ns, "changes-its-mind", settleTimeout, allOf(atGeneration(gen), isRunning))
 		if diff := cmp.Diff(running.Status.ResolvedWorkspace, fixed.Status.ResolvedWorkspace); diff != "" {
 			t.Errorf("the pin changed (-before +after):\n%s", diff)
@@ -470,7 +474,7 @@ func TestParkedAndFinishedTasksWriteNothingInTheSteadyState(t *testing.T) {
 
 // taskSyncsAndWrites are the operator's task syncs and write requests so
 // far.
-func taskSyncsAndWrites(t testing.TB, op *operatorProcess) (syncs, writes float64) {
+func taskSyncsAndWrites(t testing.TB, op *framework.Operator) (syncs, writes float64) {
 	t.Helper()
 	m, err := op.Metrics()
 	if err != nil {
@@ -499,7 +503,7 @@ func TestALifecycleMomentThatPassesWhileNoOperatorRunsIsHonouredAfterTheRestart(
 	}{
 		"a task suspended meanwhile is suspended": {
 			before:    func(t *testing.T, ns, task string) { waitForTask(t, ns, task, settleTimeout, isRunning) },
-			meanwhile: func(t *testing.T, ns, task string) { updateTask(t, ns, task, suspend(true)) },
+			meanwhile: func(t *testing.T, ns, task string) { framework.UpdateTask(t, cluster.Caliban, ns, task, suspend(true)) },
 			after: func(t *testing.T, ns, task string) {
 				waitForTask(t, ns, task, settleTimeout, isSuspended)
 				waitForSandbox(t, ns, builders.SandboxName(task), settleTimeout, parked)

@@ -13,7 +13,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,55 +25,26 @@ import (
 
 var (
 	cluster *framework.Cluster
-	binary  string
-	ctx     = context.Background()
+	// build is the operator binary, built while the cluster starts.
+	build *framework.OperatorBuild
+	ctx   = context.Background()
 )
 
-func TestMain(m *testing.M) { framework.MainWith(m, &cluster, build) }
-
-// build compiles the operator before the cluster starts.
-func build() (func(), error) {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		return nil, err
-	}
-	dir, err := os.MkdirTemp("", "caliban-plugin-it-")
-	if err != nil {
-		return nil, err
-	}
-	if binary, err = framework.BuildOperator(root, dir); err != nil {
-		return nil, err
-	}
-	return func() { _ = os.RemoveAll(dir) }, nil
-}
+func TestMain(m *testing.M) { framework.MainBuildingOperator(m, &cluster, &build) }
 
 // startOperator runs the operator for namespace ns until the test ends,
 // showing its output if the test failed.
 func startOperator(t *testing.T, ns string) {
 	t.Helper()
-	addr, err := framework.FreeLoopbackAddr()
-	if err != nil {
+	if _, err := framework.RunOperator(t, framework.OperatorOptions{
+		Name:        "plugin",
+		Binary:      build.Binary(t),
+		Env:         cluster.NamespaceOperatorEnv(ns, "CALIBAN_LOG_VERBOSITY=2"),
+		StopTimeout: 20 * time.Second,
+		ShowLines:   60,
+	}); err != nil {
 		t.Fatal(err)
 	}
-	op, err := framework.StartOperator("plugin", binary, addr,
-		"KUBECONFIG="+cluster.Kubeconfig,
-		"CALIBAN_LEADER_ELECTION=false",
-		"CALIBAN_WATCH_NAMESPACE="+ns,
-		"CALIBAN_LOG_VERBOSITY=2",
-	)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = op.Stop(20 * time.Second)
-		if t.Failed() {
-			out := strings.Split(strings.TrimRight(op.Output(), "\n"), "\n")
-			if len(out) > 60 {
-				out = out[len(out)-60:]
-			}
-			t.Logf("operator output (last 60 lines):\n%s", strings.Join(out, "\n"))
-		}
-	})
 }
 
 // result is one run of the plugin.

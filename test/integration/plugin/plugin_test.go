@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
@@ -47,23 +46,6 @@ func task(ns, name, ws string) *calibanv1alpha1.CalibanTask {
 	}
 }
 
-func waitForPhase(t *testing.T, ns, name string, phase calibanv1alpha1.TaskPhase, reason string) *calibanv1alpha1.CalibanTask {
-	t.Helper()
-	var got *calibanv1alpha1.CalibanTask
-	framework.Eventually(t, settle, func() error {
-		var err error
-		if got, err = cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return err
-		}
-		ready := meta.FindStatusCondition(got.Status.Conditions, builders.ConditionReady)
-		if got.Status.Phase != phase || ready == nil || ready.Reason != reason {
-			return fmt.Errorf("task %s is %q (Ready %+v), want %s/%s", name, got.Status.Phase, ready, phase, reason)
-		}
-		return nil
-	})
-	return got
-}
-
 // row is the table row of the task name: its cells split on blanks (an
 // empty cell leaves no field).
 func row(t *testing.T, table, name string, nameColumn int) []string {
@@ -97,8 +79,8 @@ func TestThePluginOnTasksTheOperatorManages(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	runs := waitForPhase(t, ns, "runs", calibanv1alpha1.TaskRunning, builders.ReasonRunning)
-	waitForPhase(t, ns, "stuck", calibanv1alpha1.TaskFailed, builders.ReasonWorkspaceUnresolved)
+	runs := framework.WaitForPhase(t, cluster.Caliban, ns, "runs", calibanv1alpha1.TaskRunning, builders.ReasonRunning, settle)
+	framework.WaitForPhase(t, cluster.Caliban, ns, "stuck", calibanv1alpha1.TaskFailed, builders.ReasonWorkspaceUnresolved, settle)
 
 	t.Run("get lists both tasks with the pinned model and the endpoint", func(t *testing.T) {
 		r := plugin("get", "-n", ns)
@@ -218,7 +200,7 @@ func TestThePluginOnTasksTheOperatorManages(t *testing.T) {
 		if r := plugin("suspend", "runs", "-n", ns); r.code != app.ExitOK || r.out != "calibantask.caliban.caliban-ai.dev/runs suspended\n" {
 			t.Fatal(r)
 		}
-		suspended := waitForPhase(t, ns, "runs", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended)
+		suspended := framework.WaitForPhase(t, cluster.Caliban, ns, "runs", calibanv1alpha1.TaskSuspended, builders.ReasonSuspended, settle)
 		if !suspended.Spec.Suspend {
 			t.Errorf("spec.suspend is false after suspend")
 		}
@@ -237,7 +219,7 @@ func TestThePluginOnTasksTheOperatorManages(t *testing.T) {
 		if r := plugin("resume", "runs", "-n", ns); r.code != app.ExitOK || r.out != "calibantask.caliban.caliban-ai.dev/runs resumed\n" {
 			t.Fatal(r)
 		}
-		if resumed := waitForPhase(t, ns, "runs", calibanv1alpha1.TaskRunning, builders.ReasonRunning); resumed.Spec.Suspend {
+		if resumed := framework.WaitForPhase(t, cluster.Caliban, ns, "runs", calibanv1alpha1.TaskRunning, builders.ReasonRunning, settle); resumed.Spec.Suspend {
 			t.Errorf("spec.suspend is still true after resume")
 		}
 		if r := plugin("why", "runs", "-n", ns); r.code != app.ExitOK {

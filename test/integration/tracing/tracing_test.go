@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -36,25 +35,15 @@ const (
 // its output shown if the test failed.
 func startOperator(t *testing.T, name, ns string, env ...string) *framework.Operator {
 	t.Helper()
-	addr, err := framework.FreeLoopbackAddr()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := framework.StartOperator(name, build.Binary(t), addr, append([]string{
-		"KUBECONFIG=" + cluster.Kubeconfig,
-		"CALIBAN_LEADER_ELECTION=false",
-		"CALIBAN_WATCH_NAMESPACE=" + ns,
-		"CALIBAN_LOG_VERBOSITY=4",
-	}, env...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() || os.Getenv("SHOW_OPERATOR_OUTPUT") != "" {
-			t.Logf("output of operator %s (pid %d):\n%s", name, p.Pid(), p.Output())
-		}
+	p, err := framework.RunOperator(t, framework.OperatorOptions{
+		Name:        name,
+		Binary:      build.Binary(t),
+		Env:         cluster.NamespaceOperatorEnv(ns, env...),
+		StopTimeout: stopTimeout,
 	})
-	t.Cleanup(func() { _ = p.Stop(stopTimeout) })
+	if err != nil {
+		t.Fatal(err)
+	}
 	return p
 }
 

@@ -9,7 +9,6 @@ package undeploy_test
 
 import (
 	"context"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,17 +56,14 @@ func TestUndeployCannotHangOnATaskWaitingForItsDrain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	op, err := framework.RunOperator(t, framework.OperatorOptions{
+		Name: "op", Binary: bin,
+		Env:         []string{"KUBECONFIG=" + cluster.Kubeconfig, "CALIBAN_LEADER_ELECTION=false"},
+		StopTimeout: 10 * time.Second,
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	op, err := framework.StartOperator("op", bin, addr, "KUBECONFIG="+cluster.Kubeconfig, "CALIBAN_LEADER_ELECTION=false")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = op.Stop(10 * time.Second) })
 
 	ns := cluster.Namespace(t, nil)
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "key"}, StringData: map[string]string{"api-key": "sk-test"}}

@@ -4,7 +4,6 @@
 package upgrade_test
 
 import (
-	"fmt"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -70,16 +69,11 @@ func buildBoth(t *testing.T) builds {
 	var oldErr, curErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		b.old = filepath.Join(dir, "old")
 		// Stamped as `make build` stamps a release, so that the process
 		// names the commit in its first log line (checked by the test).
 		// Go's own VCS stamp cannot serve: go build finds no repository in
 		// a git worktree (its .git is a file).
-		cmd := exec.Command("go", "build", "-ldflags", oldLDFlags, "-o", b.old, "./cmd/caliban-operator")
-		cmd.Dir = src
-		if out, err := cmd.CombinedOutput(); err != nil {
-			oldErr = fmt.Errorf("go build ./cmd/caliban-operator at %s: %w\n%s", previousRelease, err, out)
-		}
+		b.old, oldErr = framework.BuildOperator(src, filepath.Join(dir, "old"), "-ldflags", oldLDFlags)
 	})
 	wg.Go(func() {
 		b.current, curErr = framework.BuildOperator(root, dir) // dir/caliban-operator

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -47,16 +46,14 @@ func mintIdentity(t *testing.T, ctx context.Context) identity {
 // election (so that /readyz means "controllers running"), and a drain
 // that outlasts the test.
 func operatorSettings(ns string, id identity) []string {
-	return []string{
-		"KUBECONFIG=" + id.kubeconfig,
-		"CALIBAN_LEADER_ELECTION=false",
+	return cluster.NamespaceOperatorEnv(ns,
+		"KUBECONFIG="+id.kubeconfig,
 		// The operator's namespace, where its ServiceAccount may keep the
 		// pin key, as in its pod.
-		"CALIBAN_LEASE_NAMESPACE=" + framework.OperatorNamespace,
-		"CALIBAN_WATCH_NAMESPACE=" + ns,
+		"CALIBAN_LEASE_NAMESPACE="+framework.OperatorNamespace,
 		fmt.Sprintf("CALIBAN_DRAIN_TIMEOUT_SECONDS=%d", int(drainTimeout/time.Second)),
 		"CALIBAN_LOG_VERBOSITY=2",
-	}
+	)
 }
 
 // startOperator runs bin with the settings and waits until its
@@ -65,40 +62,17 @@ func operatorSettings(ns string, id identity) []string {
 // it fails the test.
 func startOperator(t *testing.T, name, bin string, env []string) *framework.Operator {
 	t.Helper()
-	// A free port can be taken by anyone before the operator binds it; the
-	// operator then exits naming the address. That is the machine's luck,
-	// not the test's answer: try another port.
-	for attempt := 1; ; attempt++ {
-		addr, err := framework.FreeLoopbackAddr()
-		if err != nil {
-			t.Fatal(err)
-		}
-		op, err := framework.StartOperator(name, bin, addr, env...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			op.Kill()
-			out := op.Output()
-			if t.Failed() || os.Getenv("SHOW_OPERATOR_OUTPUT") != "" {
-				t.Logf("output of operator %s (pid %d, %s), last 60 lines:\n%s", op.Name, op.Pid(), bin, tail(out, 60))
-			}
-			for _, sign := range []string{"panic:", "fatal error:"} {
-				if i := strings.Index(out, sign); i >= 0 {
-					t.Errorf("operator %s wrote %q:\n%s", op.Name, sign, tail(out[i:], 30))
-				}
-			}
-		})
-		err = waitRunning(op, time.Minute)
-		if err == nil {
-			return op
-		}
-		if op.Exited() && strings.Contains(op.Output(), "address already in use") && attempt < 3 {
-			t.Logf("operator %s: metrics address %s was taken meanwhile; trying another port", name, addr)
-			continue
-		}
-		t.Fatalf("operator %s never ran its controllers: %v\nits output:\n%s", name, err, tail(op.Output(), 40))
+	op, err := framework.RunOperator(t, framework.OperatorOptions{
+		Name: name, Binary: bin, Env: env,
+		ShowLines: 60, FailOnPanic: true,
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	if err := waitRunning(op, time.Minute); err != nil {
+		t.Fatalf("operator %s never ran its controllers: %v\nits output:\n%s", name, err, framework.LastLines(op.Output(), 40))
+	}
+	return op
 }
 
 // waitRunning waits until /readyz answers 200 and the process has logged
@@ -110,7 +84,7 @@ func waitRunning(op *framework.Operator, timeout time.Duration) error {
 		if op.Exited() {
 			return fmt.Errorf("operator %s exited", op.Name)
 		}
-		code, body, err := op.Readyz()
+		code, body, err := op.Get("/readyz")
 		switch {
 		case err != nil:
 		case code != http.StatusOK:
@@ -125,12 +99,4 @@ func waitRunning(op *framework.Operator, timeout time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func tail(s string, lines int) string {
-	parts := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(parts) > lines {
-		parts = parts[len(parts)-lines:]
-	}
-	return strings.Join(parts, "\n")
 }

@@ -20,7 +20,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -91,29 +90,6 @@ func createTasks(t *testing.T, ctx context.Context, ns string, names []string) {
 			t.Fatalf("creating CalibanTask %s/%s: %v", ns, name, err)
 		}
 	}
-}
-
-// updateTask changes a task's spec, retrying on conflicts with the
-// operator's writes, and returns the new generation.
-func updateTask(t *testing.T, ctx context.Context, ns, name string, mutate func(*calibanv1alpha1.CalibanTaskSpec)) int64 {
-	t.Helper()
-	var gen int64
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		task, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		mutate(&task.Spec)
-		task, err = cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).Update(ctx, task, metav1.UpdateOptions{FieldManager: framework.FieldManager})
-		if err == nil {
-			gen = task.Generation
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatalf("updating CalibanTask %s/%s: %v", ns, name, err)
-	}
-	return gen
 }
 
 // taskCheck is what a wait expects of one task.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // The shape of the upgrade.
@@ -76,9 +77,9 @@ func TestTheCurrentBuildTakesOverThePreviousReleasesTasksWithoutRecreatingOrRewr
 
 	suspended, draining := names[:suspendedTasks], names[len(names)-1]
 	for _, name := range suspended {
-		updateTask(t, ctx, ns, name, func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Suspend = true })
+		framework.UpdateTask(t, cluster.Caliban, ns, name, func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Suspend = true })
 	}
-	updateTask(t, ctx, ns, draining, func(spec *calibanv1alpha1.CalibanTaskSpec) {
+	framework.UpdateTask(t, cluster.Caliban, ns, draining, func(spec *calibanv1alpha1.CalibanTaskSpec) {
 		spec.Lifecycle = &calibanv1alpha1.LifecycleSpec{OnDelete: "checkpoint"}
 	})
 	waitTasks(t, ctx, ns, suspended, convergeTimeout, atPhase(calibanv1alpha1.TaskSuspended))
@@ -175,7 +176,7 @@ func TestTheCurrentBuildTakesOverThePreviousReleasesTasksWithoutRecreatingOrRewr
 		t.Fatalf("no Sandbox of task %s was recorded before the upgrade", resumed)
 	}
 	resumedAt := time.Now()
-	updateTask(t, ctx, ns, resumed, func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Suspend = false })
+	framework.UpdateTask(t, cluster.Caliban, ns, resumed, func(spec *calibanv1alpha1.CalibanTaskSpec) { spec.Suspend = false })
 	if err := waitFor(ctx, convergeTimeout, func() error { return tasksPass(ctx, ns, []string{resumed}, isRunning) }); err != nil {
 		t.Errorf("the suspended task %s, resumed under the new build, did not run again: %v\nthe new build's writes to its Sandbox since the resume: %s",
 			resumed, err, describe(writesSince(t, newID.credential, ns, sandboxKey, resumedAt)))
