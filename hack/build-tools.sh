@@ -39,7 +39,9 @@ declare -A pkgs=(
 )
 # agent-sandbox's controller and promtool have a module each, so that
 # pinning them moves none of the dependencies the Kubernetes binaries (or
-# the operator) are built with.
+# the operator) are built with, and these build with the versions their own
+# go.mod selects. (The operator's module requires Prometheus itself, for
+# test/monitoring's PromQL parser: hack/tools/prometheus/tools.go.)
 declare -A modules=([agent-sandbox-controller]="${tools}/agent-sandbox" [promtool]="${tools}/prometheus")
 # remove_all_sd leaves out Prometheus' service-discovery plugins (AWS, Azure,
 # GCE, Consul, ...; see plugins/ in the prometheus module), which promtool
