@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // Task Ready reasons (docs/crd-reference.md#the-ready-condition).
@@ -218,4 +221,98 @@ func PinWorkspace(task *calibanv1alpha1.CalibanTask, spec *calibanv1alpha1.Works
 		Egress:      spec.Egress,
 		AgentPolicy: spec.AgentPolicy,
 	}
+}
+
+// TaskFacts are what a task's decision reads besides the task: gathered
+// by the sync from its caches, and the one read it may need (Secrets).
+type TaskFacts struct {
+	// Workspace is the task's Workspace while the task has no pin (nil
+	// when it is missing, or once pinned: a pinned task never reads it
+	// again).
+	Workspace *calibanv1alpha1.Workspace
+	// Offer is what the Workspace's warm pool offers a task admitted now.
+	Offer WarmOffer
+	// Claim names a SandboxClaim made for this task before its pin was
+	// written (a restart, a conflict); "" for none.
+	Claim    string
+	ClaimUID types.UID
+	// PinKey signs the pins this operator writes.
+	PinKey PinKey
+	// Secrets reads the state token Secret.
+	Secrets SecretGetter
+}
+
+// Decision is what a task's sync decided before writing anything.
+type Decision struct {
+	// WaitForWorkspace: no pin yet, and the Workspace is not validated.
+	WaitForWorkspace bool
+	// Failure, when set, is why nothing is applied.
+	Failure *Failure
+	Pin     *calibanv1alpha1.ResolvedWorkspace
+	Posture calibanv1alpha1.PermissionPosture
+	// PinSignature is the stored signature, or the new pin's.
+	PinSignature string
+	// NewlyPinned: Pin is the admission's, not in the task yet.
+	NewlyPinned bool
+	// Launch is decided with a new pin; nil keeps the stored one.
+	Launch *calibanv1alpha1.Launch
+}
+
+// Decide runs a task's checks in order (docs/crd-reference.md#admission):
+// the lifecycle, then admission and the pin (once) or the pinned posture
+// and env, then the state. An error is a failed read of a Secret, or a pin
+// that cannot be rendered: worth a retry.
+func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSettings) (Decision, error) {
+	d := Decision{Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture, PinSignature: task.Status.PinSignature}
+	if f := LifecycleProblem(task); f != nil {
+		// Checked before admission: a task is never pinned under a
+		// deletion the operator would not honour.
+		d.Failure = f
+		return d, nil
+	}
+	if d.Pin == nil {
+		adm := Admit(task, facts.Workspace)
+		switch adm.Verdict {
+		case WaitForWorkspace:
+			d.WaitForWorkspace = true
+			return d, nil
+		case Rejected:
+			d.Failure = &adm.Failure
+			return d, nil
+		}
+		d.Pin, d.Posture, d.NewlyPinned = adm.Pin, adm.Posture, true
+		d.PinSignature = SignPin(facts.PinKey.Key, task.UID, adm.Pin)
+		// With the pin, and written with it: a restart finds the path
+		// taken before any child exists.
+		launch, err := DecideLaunch(task, adm.Pin, facts.Offer, s)
+		if err != nil {
+			return d, err
+		}
+		if facts.Claim != "" {
+			// A claim made for this pin before its write was lost: the path
+			// was taken already.
+			launch = WarmClaimed(task, facts.Claim, facts.ClaimUID)
+		}
+		d.Launch = &launch
+	} else {
+		// The pin's signature before every check that reads the pin: a pin
+		// someone else wrote can say whatever passes them.
+		for _, problem := range []func() *Failure{
+			func() *Failure { return UntrustedPin(task, facts.PinKey) },
+			func() *Failure { return PinnedPostureProblem(task) },
+			func() *Failure { return PinnedEnvProblem(task) },
+		} {
+			if f := problem(); f != nil {
+				d.Failure = f
+				return d, nil
+			}
+		}
+		d.Posture = RequestedPosture(task)
+	}
+	f, err := StateProblem(task.Spec.State, facts.Secrets)
+	if err != nil {
+		return d, err
+	}
+	d.Failure = f
+	return d, nil
 }

@@ -301,3 +301,11 @@ func envNames(env []corev1.EnvVar) []string {
 	}
 	return names
 }
+
+// observe is ObserveSandbox, nil for no Sandbox.
+func observe(sb *sandboxv1beta1.Sandbox) *ObservedSandbox {
+	if sb == nil {
+		return nil
+	}
+	return ObserveSandbox(sb)
+}

@@ -176,7 +176,7 @@ func TestLifecyclePhasePrecedence(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			in := TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised",
-				Sandbox: tc.sandbox, SandboxAPIMissing: tc.sandbox == nil, Now: tc.now, DrainTimeout: time.Minute}
+				Sandbox: observe(tc.sandbox), SandboxAPIMissing: tc.sandbox == nil, Now: tc.now, DrainTimeout: time.Minute}
 			st := TaskStatus(in, config.DefaultAgentSettings())
 			got := want{Phase: st.Phase, Endpoint: st.CalibandEndpoint, Completion: st.CompletionTime}
 			if len(st.Conditions) == 1 {
@@ -221,7 +221,7 @@ func TestLifecycleMessages(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			st := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised", Sandbox: tc.sandbox, Now: tc.now, DrainTimeout: time.Minute}, config.DefaultAgentSettings())
+			st := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.task.Status.ResolvedWorkspace, Posture: "supervised", Sandbox: observe(tc.sandbox), Now: tc.now, DrainTimeout: time.Minute}, config.DefaultAgentSettings())
 			if len(st.Conditions) != 1 || st.Conditions[0].Message != tc.want {
 				t.Errorf("Ready %+v, want message %q", st.Conditions, tc.want)
 			}

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 )
 
 // The stages of a task's start, the stage label of
@@ -51,8 +50,8 @@ type StartMarks struct {
 // StartLaunch is the launch label of a start that ran on sb: warm when a
 // claim took sb from a warm pool, cold otherwise (a task's own Sandbox, or
 // one its claim had to make).
-func StartLaunch(sb *sandboxv1beta1.Sandbox) string {
-	if sb != nil && sb.Labels[LabelLaunchType] == LaunchTypeWarm {
+func StartLaunch(sb *ObservedSandbox) string {
+	if sb != nil && sb.Launch == LaunchTypeWarm {
 		return LaunchTypeWarm
 	}
 	return LaunchTypeCold
@@ -95,7 +94,7 @@ func Starting(st calibanv1alpha1.CalibanTaskStatus) bool {
 // (created, pinned), sandbox its Sandbox as the status derivation read it
 // (nil when unknown). A stage neither the marks nor the objects can time is
 // left out; a negative span, clocks disagreeing, counts as zero.
-func StartDurations(task *calibanv1alpha1.CalibanTask, sandbox *sandboxv1beta1.Sandbox, marks StartMarks, now time.Time) []StageDuration {
+func StartDurations(task *calibanv1alpha1.CalibanTask, sandbox *ObservedSandbox, marks StartMarks, now time.Time) []StageDuration {
 	objects := StartMarks{Created: task.CreationTimestamp.Time}
 	if task.Status.StartTime != nil {
 		objects.Pinned = task.Status.StartTime.Time

@@ -80,11 +80,11 @@ func TestStartingFollowsTheStatusThroughAStartASuspendAndAResume(t *testing.T) {
 	}{
 		{TaskStatusInput{}, "Pending", true},
 		{TaskStatusInput{Pin: fxPin(), Posture: "supervised"}, "Provisioning", true},
-		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: notReady}, "Provisioning", true},
-		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: serving}, "Running", false},
-		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: sbMode(fxSandbox(fqdn, sbNotReady("SandboxSuspended", "")), "Suspended")}, "Suspended", false},
-		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: notReady}, "Provisioning", false},
-		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: serving}, "Running", false},
+		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: observe(notReady)}, "Provisioning", true},
+		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: observe(serving)}, "Running", false},
+		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: observe(sbMode(fxSandbox(fqdn, sbNotReady("SandboxSuspended", "")), "Suspended"))}, "Suspended", false},
+		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: observe(notReady)}, "Provisioning", false},
+		{TaskStatusInput{Pin: fxPin(), Posture: "supervised", Sandbox: observe(serving)}, "Running", false},
 	} {
 		st := step(want.in)
 		if st.Phase != want.phase || Starting(st) != want.starting {
@@ -184,7 +184,7 @@ func TestStartDurations(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := StartDurations(tc.task, tc.sandbox, tc.marks, tc.now)
+			got := StartDurations(tc.task, observe(tc.sandbox), tc.marks, tc.now)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("StartDurations (-want +got):\n%s", diff)
 			}
@@ -206,7 +206,7 @@ func TestAStartIsWarmOnlyOnASandboxTakenFromAPool(t *testing.T) {
 		"no Sandbox known":                   {want: LaunchTypeCold},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := StartLaunch(tc.sb); got != tc.want {
+			if got := StartLaunch(observe(tc.sb)); got != tc.want {
 				t.Errorf("StartLaunch = %q, want %q", got, tc.want)
 			}
 		})

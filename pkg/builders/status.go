@@ -50,7 +50,7 @@ type TaskStatusInput struct {
 	// a pin just decided. Empty for a pin from before the operator signed.
 	PinSignature string
 	// Sandbox is the task's Sandbox as observed, nil when there is none.
-	Sandbox *sandboxv1beta1.Sandbox
+	Sandbox *ObservedSandbox
 	// SandboxAPIMissing says agent-sandbox's Sandbox API is not served, so
 	// no Sandbox can be applied: the task waits in Provisioning.
 	SandboxAPIMissing bool
@@ -216,14 +216,66 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 	return status
 }
 
+// ObservedSandbox is what a task's status reads of its Sandbox, as the
+// cache keeps it or as a read or a write returned it.
+type ObservedSandbox struct {
+	Name              string
+	CreationTimestamp metav1.Time
+	// Mode is the operatingMode agent-sandbox reads (LiveMode).
+	Mode sandboxv1beta1.OperatingMode
+	// CalibandPort is the control port of the caliband container of the
+	// Sandbox's pod template, 0 when it has none.
+	CalibandPort int32
+	// Launch is the launch-type label: warm when a claim took the Sandbox
+	// from a pool, cold when a claim made it, "" for a task's own.
+	Launch string
+	Status sandboxv1beta1.SandboxStatus
+}
+
+// ObserveSandbox is what the status reads of sb.
+func ObserveSandbox(sb *sandboxv1beta1.Sandbox) *ObservedSandbox {
+	return &ObservedSandbox{
+		Name: sb.Name, CreationTimestamp: sb.CreationTimestamp, Mode: LiveMode(sb.Spec.OperatingMode),
+		CalibandPort: CalibandPortOf(&sb.Spec.PodTemplate.Spec), Launch: LaunchTypeOf(sb.Labels), Status: sb.Status,
+	}
+}
+
+// InMode is the Sandbox after an apply that set its operatingMode to mode
+// and changed nothing agent-sandbox writes.
+func (o ObservedSandbox) InMode(mode sandboxv1beta1.OperatingMode) *ObservedSandbox {
+	o.Mode = LiveMode(mode)
+	return &o
+}
+
+// LiveMode is a Sandbox's operatingMode as agent-sandbox reads it: unset
+// is Running, the CRD's default.
+func LiveMode(m sandboxv1beta1.OperatingMode) sandboxv1beta1.OperatingMode {
+	if m == "" {
+		return sandboxv1beta1.OperatingModeRunning
+	}
+	return m
+}
+
+// LaunchTypeOf is a Sandbox's launch-type label, as one of two shared
+// strings ("" for neither): the caches keep one copy of each.
+func LaunchTypeOf(labels map[string]string) string {
+	switch labels[LabelLaunchType] {
+	case LaunchTypeWarm:
+		return LaunchTypeWarm
+	case LaunchTypeCold:
+		return LaunchTypeCold
+	}
+	return ""
+}
+
 // calibandEndpoint is where caliband listens: the Sandbox's Service, at
 // the port of the caliband container the Sandbox carries. A Sandbox
 // rendered under other settings keeps its port (ADR 0015), so the
 // settings' port is only the answer for a Sandbox that says nothing.
-func calibandEndpoint(sb *sandboxv1beta1.Sandbox, s config.AgentSettings) string {
+func calibandEndpoint(sb *ObservedSandbox, s config.AgentSettings) string {
 	port := s.CalibandPort
-	if p := CalibandPortOf(&sb.Spec.PodTemplate.Spec); p != 0 {
-		port = p
+	if sb.CalibandPort != 0 {
+		port = sb.CalibandPort
 	}
 	return sb.Status.ServiceFQDN + ":" + strconv.Itoa(int(port))
 }
@@ -259,8 +311,8 @@ func parked(in TaskStatusInput) bool {
 // Suspended for the Sandbox and no longer reports it Ready. A Suspended
 // condition is not read: v1.0 can leave it behind after a resume, and
 // upstream says to trust Ready.
-func sandboxParked(sb *sandboxv1beta1.Sandbox) bool {
-	return sb.Spec.OperatingMode == sandboxv1beta1.OperatingModeSuspended && !meta.IsStatusConditionTrue(sb.Status.Conditions, ConditionReady)
+func sandboxParked(sb *ObservedSandbox) bool {
+	return sb.Mode == sandboxv1beta1.OperatingModeSuspended && !meta.IsStatusConditionTrue(sb.Status.Conditions, ConditionReady)
 }
 
 // orApplyProblem is msg, or what keeps an apply from being accepted: a task

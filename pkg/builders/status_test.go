@@ -288,7 +288,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			if tc.pin != nil {
 				launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchCold, Reason: ReasonNoWarmPool, Message: "no pool"}
 			}
-			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: tc.sandbox, SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow, Launch: launch}, config.DefaultAgentSettings())
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Failure: tc.failure, Pin: tc.pin, Posture: posture, Sandbox: observe(tc.sandbox), SandboxAPIMissing: tc.apiMissing, ApplyProblem: tc.applyProblem, Now: tNow, Launch: launch}, config.DefaultAgentSettings())
 			want := tc.want
 			want.Launch = launch
 			// Entered now when the phase moved, else when it was entered.
@@ -312,7 +312,7 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 // the children then needs no second status write.
 func TestThePinStatusIsTheStatusOfAFreshSandbox(t *testing.T) {
 	before := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Now: tNow}, config.DefaultAgentSettings())
-	after := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(""), Now: tNow}, config.DefaultAgentSettings())
+	after := TaskStatus(TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: observe(fxSandbox("")), Now: tNow}, config.DefaultAgentSettings())
 	if TaskStatusChanged(before, after) {
 		t.Errorf("a fresh Sandbox changes the status:\n%s", cmp.Diff(before, after))
 	}
@@ -320,7 +320,7 @@ func TestThePinStatusIsTheStatusOfAFreshSandbox(t *testing.T) {
 
 func TestTaskStatusChanged(t *testing.T) {
 	const fqdn = "fix-bug-sbx.team.svc.cluster.local"
-	in := TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: fxSandbox(fqdn, sbReady("True", "")), Now: tNow}
+	in := TaskStatusInput{Task: fxTask(), Pin: fxPin(), Posture: "supervised", Sandbox: observe(fxSandbox(fqdn, sbReady("True", ""))), Now: tNow}
 	running := TaskStatus(in, config.DefaultAgentSettings())
 	stored := fxTask(func(t *calibanv1alpha1.CalibanTask) { t.Status = *running.DeepCopy() })
 	tests := map[string]struct {

@@ -39,7 +39,7 @@ func TestTheSandboxListWatchDecodesTypedSandboxes(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "t-sbx", Namespace: "team", UID: "u1", ResourceVersion: "7", Generation: 2,
 			Labels:        map[string]string{"app.kubernetes.io/managed-by": "caliban-operator"},
-			Annotations:   map[string]string{freshness.AnnotationAppliedHash: "h"},
+			Annotations:   map[string]string{builders.AnnotationAppliedHash: "h"},
 			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "caliban-operator", Operation: metav1.ManagedFieldsOperationApply}},
 		},
 		Spec:   sandboxv1beta1.SandboxSpec{OperatingMode: sandboxv1beta1.OperatingModeRunning},
@@ -116,12 +116,12 @@ func TestAChildIsCheckedAgainstThePinItsTaskJustWrote(t *testing.T) {
 		written.Status, written.ResourceVersion = body.Status, "2"
 		return true, written, nil
 	})
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	// The informer has not brought the pinned task yet: the cache holds it
 	// unpinned, as seeded. The children's events arrive now.
-	cached, err := c.tasks.CalibanTasks(tk.Namespace).Get(tk.Name)
+	cached, err := f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Lister().CalibanTasks(tk.Namespace).Get(tk.Name)
 	if err != nil || cached.Status.ResolvedWorkspace != nil {
 		t.Fatalf("the task cache should still hold the unpinned task: %v", err)
 	}
@@ -183,7 +183,7 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Hashes != want.Hashes {
+	if got.ChildHashes != want.Hashes {
 		t.Errorf("memoized hashes %+v, rendered %+v", got.Hashes, want.Hashes)
 	}
 }
@@ -196,7 +196,7 @@ func TestThePinningSyncRemembersTheChildHashes(t *testing.T) {
 	tk := task()
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metaGet)
@@ -214,7 +214,7 @@ func TestThePinningSyncRemembersTheChildHashes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Hashes != want.Hashes {
+	if got.ChildHashes != want.Hashes {
 		t.Errorf("memoized hashes %+v, rendered from the stored pin %+v", got.Hashes, want.Hashes)
 	}
 }

@@ -9,14 +9,52 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
+	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
+
+// Deps are what both controllers are built from: the clients, the
+// informers, the settings and the process's instruments. A controller is
+// complete when its constructor returns.
+type Deps struct {
+	Clients         Clients
+	Tasks           calibaninformers.CalibanTaskInformer
+	Workspaces      calibaninformers.WorkspaceInformer
+	ServiceAccounts coreinformers.ServiceAccountInformer
+	NetworkPolicies networkinginformers.NetworkPolicyInformer
+	// Sandboxes is agent-sandbox's Sandbox informer (NewSandboxInformer),
+	// run once SandboxAPI says the API is served.
+	Sandboxes  cache.SharedIndexInformer
+	SandboxAPI SandboxAPI
+	Warm       WarmPoolInformers
+	Settings   config.AgentSettings
+	// DrainTimeout bounds a deleted task's drain
+	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
+	DrainTimeout time.Duration
+	// ShutdownGrace bounds how long syncs in flight may go on once a
+	// controller stops.
+	ShutdownGrace time.Duration
+	// PinKey signs the pins this operator writes and tells them from pins
+	// someone else wrote into the status (LoadPinKey).
+	PinKey   builders.PinKey
+	Recorder Recorder
+	Metrics  *Metrics
+	// Tracer starts the span of each sync; the zero Tracer traces nothing.
+	Tracer tracing.Tracer
+	Clock  clock.PassiveClock
+}
 
 // syncFunc reconciles one object. A nil error with after > 0 asks to look
 // again after that long (the object waits on time, not on an event); an
@@ -43,11 +81,8 @@ type loop struct {
 
 // newLoop makes a controller's loop. With urgent, the queue serves the
 // items urgent reports before the others (lanes); without, it is one FIFO.
-func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], metrics *Metrics, urgent func(cache.ObjectName) bool) *loop {
-	cfg := workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name}
-	if metrics != nil {
-		cfg.MetricsProvider = metrics.WorkqueueProvider()
-	}
+func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], d Deps, urgent func(cache.ObjectName) bool) *loop {
+	cfg := workqueue.TypedRateLimitingQueueConfig[cache.ObjectName]{Name: name, MetricsProvider: d.Metrics.WorkqueueProvider()}
 	if urgent != nil {
 		// The layers client-go would build, with the store swapped.
 		cfg.DelayingQueue = workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[cache.ObjectName]{
@@ -57,7 +92,39 @@ func newLoop(name string, limiter workqueue.TypedRateLimiter[cache.ObjectName], 
 			}),
 		})
 	}
-	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: metrics, shutdownGrace: config.DefaultShutdownGrace}
+	return &loop{name: name, queue: workqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg), metrics: d.Metrics,
+		shutdownGrace: d.ShutdownGrace, tracer: d.Tracer}
+}
+
+// span says how a controller's syncs are traced and logged.
+type span[T metav1.Object] struct {
+	name string
+	// ownTrace: every sync of one object joins the object's trace.
+	ownTrace bool
+	// logKey names the object in the sync's log lines.
+	logKey string
+	// attributes describe the object on the span, its phase before and
+	// (until a status write says otherwise) after included.
+	attributes func(T) []attribute.KeyValue
+}
+
+// syncOf is the preamble both controllers share, around a sync of one
+// object: get it from its cache (nothing to do once it is gone), start the
+// sync's span, and name the object in the log.
+func syncOf[T metav1.Object](l *loop, get func(cache.ObjectName) (T, bool, error), sp span[T], sync func(context.Context, T) (time.Duration, error)) syncFunc {
+	return func(ctx context.Context, key cache.ObjectName) (after time.Duration, err error) {
+		obj, ok, err := get(key)
+		if err != nil || !ok {
+			return 0, err
+		}
+		ctx, s := l.tracer.StartSync(ctx, sp.name, obj.GetUID(), sp.ownTrace)
+		if s != nil {
+			s.SetAttributes(sp.attributes(obj)...)
+		}
+		defer func() { s.End(after, err) }()
+		ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues(sp.logKey, klog.KObj(obj)))
+		return sync(ctx, obj)
+	}
 }
 
 // rateLimiter is the retry policy of a controller's queue: per-item
@@ -131,9 +198,7 @@ func (l *loop) processNextWorkItem(termCtx, ctx context.Context) bool {
 
 	start := time.Now()
 	after, err := l.sync(ctx, key)
-	if l.metrics != nil {
-		l.metrics.observeSync(l.name, time.Since(start), err)
-	}
+	l.metrics.observeSync(l.name, time.Since(start), err)
 	if err != nil {
 		utilruntime.HandleErrorWithContext(ctx, err, "Error syncing; requeuing for later retry", "controller", l.name, "object", key)
 		l.queue.AddRateLimited(key)

@@ -36,22 +36,22 @@ func (c *TaskController) drain(ctx context.Context, task *calibanv1alpha1.Caliba
 		return 0, c.removeDrainFinalizer(ctx, task)
 	}
 	now := c.clock.Now()
-	outcome, note := builders.DrainVerdict(task, c.taskDrainTimeout, now)
+	outcome, note := builders.DrainVerdict(task, c.drainTimeout, now)
 	// Draining, and prospero's checkpoint identifier once it has one, are
 	// written before the finalizer goes: a watcher sees them before the
 	// task disappears.
 	in := builders.TaskStatusInput{
 		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture, PinSignature: task.Status.PinSignature,
-		Sandbox: c.observedSandbox(task), Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout,
+		Sandbox: c.observed(task), Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout,
 	}
-	if _, err := c.writeStatus(ctx, task, in); err != nil {
+	if _, err := c.record(ctx, task, in, anyVersion); err != nil {
 		if apierrors.IsNotFound(err) {
 			return 0, nil
 		}
 		return 0, err
 	}
 	if outcome == builders.DrainWaiting {
-		return builders.DrainDeadline(task, c.taskDrainTimeout).Sub(now), nil
+		return builders.DrainDeadline(task, c.drainTimeout).Sub(now), nil
 	}
 	if err := c.removeDrainFinalizer(ctx, task); err != nil {
 		return 0, err

@@ -86,6 +86,8 @@ type fixture struct {
 	children *freshness.Tracker
 	// tracer is the controllers' (recordSpans); tracing off unless set.
 	tracer tracing.Tracer
+	// metrics are the controllers' own, in a registry of their own.
+	metrics *Metrics
 }
 
 // fakeSandboxAPI answers SandboxAPI with a fixed value.
@@ -103,6 +105,7 @@ func newFixture(t testing.TB) *fixture {
 		caliban: calibanfake.NewClientset(),
 		events:  &fakeRecorder{},
 		clock:   clocktesting.NewFakeClock(time.Date(2026, 9, 1, 12, 0, 0, 0, time.UTC)),
+		metrics: NewMetrics(),
 
 		extensionsAPI: fakeSandboxAPI{missing: true},
 	}
@@ -311,21 +314,28 @@ var watchDecoder = func() runtime.Decoder {
 	return codecs.DecoderToVersion(codecs.SupportedMediaTypes()[0].Serializer, sandboxv1beta1.SchemeGroupVersion)
 }()
 
+// deps are what the fixture's controllers are built from: its fakes,
+// caches and clock, real metrics, and the default settings.
+func (f *fixture) deps() Deps {
+	return Deps{
+		Clients:         Clients{Kube: f.kube, Caliban: f.caliban, Sandboxes: f.sandboxClient, Extensions: f.caliban},
+		Tasks:           f.calibanInformers.Caliban().V1alpha1().CalibanTasks(),
+		Workspaces:      f.calibanInformers.Caliban().V1alpha1().Workspaces(),
+		ServiceAccounts: f.kubeInformers.Core().V1().ServiceAccounts(),
+		NetworkPolicies: f.kubeInformers.Networking().V1().NetworkPolicies(),
+		Sandboxes:       f.sandboxInformer, SandboxAPI: &f.sandboxAPI, Warm: f.warmInformers(),
+		Settings: config.DefaultAgentSettings(), DrainTimeout: config.DefaultTaskDrainTimeout, ShutdownGrace: config.DefaultShutdownGrace,
+		PinKey: fixturePinKey, Recorder: f.events, Metrics: f.metrics, Tracer: f.tracer, Clock: f.clock,
+	}
+}
+
 func (f *fixture) taskController() *TaskController {
 	f.t.Helper()
-	c, err := NewTaskController(f.caliban, f.kube, f.sandboxClient,
-		f.calibanInformers.Caliban().V1alpha1().CalibanTasks(),
-		f.calibanInformers.Caliban().V1alpha1().Workspaces(),
-		f.kubeInformers.Core().V1().ServiceAccounts(),
-		f.kubeInformers.Networking().V1().NetworkPolicies(),
-		f.sandboxInformer, &f.sandboxAPI, f.warmInformers(),
-		config.DefaultAgentSettings(), f.events, nil, f.clock)
+	c, err := NewTaskController(f.deps())
 	if err != nil {
 		f.t.Fatal(err)
 	}
 	f.children = c.children
-	c.tracer = f.tracer
-	c.pinKey = fixturePinKey
 	return c
 }
 
@@ -352,12 +362,10 @@ func (f *fixture) childInformers() map[freshness.Kind]cache.SharedIndexInformer 
 
 func (f *fixture) workspaceController() *WorkspaceController {
 	f.t.Helper()
-	c, err := NewWorkspaceController(f.caliban, f.kube, f.calibanInformers.Caliban().V1alpha1().Workspaces(),
-		f.warmInformers(), config.DefaultAgentSettings(), f.events, nil, f.clock)
+	c, err := NewWorkspaceController(f.deps())
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	c.tracer = f.tracer
 	return c
 }
 
@@ -368,7 +376,7 @@ func (f *fixture) provisionedTask() (*TaskController, *calibanv1alpha1.CalibanTa
 	tk := task()
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		f.t.Fatal(err)
 	}
 	f.feedBack(c, tk)

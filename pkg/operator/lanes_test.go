@@ -112,7 +112,7 @@ func TestLanesSkipThePromotedCopy(t *testing.T) {
 // Through client-go's workqueue, as the task controller builds it.
 func TestTheLoopsQueueServesUrgentItemsFirst(t *testing.T) {
 	urgent := map[string]bool{}
-	l := newLoop("lanes-test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil,
+	l := newLoop("lanes-test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), Deps{Metrics: NewMetrics()},
 		func(n cache.ObjectName) bool { return urgent[n.Name] })
 	defer l.queue.ShutDown()
 	for _, n := range names("a", "b", "c") {
@@ -156,8 +156,8 @@ func TestATaskAwaitsRunningWhenItsSandboxIsReady(t *testing.T) {
 		return &freshness.View{
 			ObjectMeta: metav1.ObjectMeta{Name: builders.SandboxName(tk.Name), Namespace: tk.Namespace,
 				OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(tk, calibanv1alpha1.SchemeGroupVersion.WithKind("CalibanTask"))}},
-			SandboxStatus: &sandboxv1beta1.SandboxStatus{ServiceFQDN: "fix-bug.team.svc.cluster.local",
-				Conditions: []metav1.Condition{{Type: builders.ConditionReady, Status: ready}}},
+			Sandbox: &builders.ObservedSandbox{Status: sandboxv1beta1.SandboxStatus{ServiceFQDN: "fix-bug.team.svc.cluster.local",
+				Conditions: []metav1.Condition{{Type: builders.ConditionReady, Status: ready}}}},
 		}
 	}
 	tests := map[string]struct {
@@ -180,7 +180,7 @@ func TestATaskAwaitsRunningWhenItsSandboxIsReady(t *testing.T) {
 			task: task(provisioning),
 			sandbox: func(tk *calibanv1alpha1.CalibanTask) *freshness.View {
 				v := sandboxOf(tk, metav1.ConditionTrue)
-				v.SandboxStatus.ServiceFQDN = ""
+				v.Sandbox.Status.ServiceFQDN = ""
 				return v
 			},
 		},

@@ -169,7 +169,7 @@ func (f *fixture) feedTask(tk *calibanv1alpha1.CalibanTask) *calibanv1alpha1.Cal
 
 func (f *fixture) mustSync(c *TaskController, tk *calibanv1alpha1.CalibanTask) time.Duration {
 	f.t.Helper()
-	after, err := c.syncTask(f.ctx, key(tk))
+	after, err := c.sync(f.ctx, key(tk))
 	if err != nil {
 		f.t.Fatalf("sync: %v", err)
 	}
@@ -579,7 +579,7 @@ func TestTheActiveDeadline(t *testing.T) {
 		c, tk := f.runningTask(activeDeadline(3600))
 		start := tk.Status.StartTime.Time
 		f.clock.SetTime(start.Add(10 * time.Minute))
-		after, err := c.syncTask(f.ctx, key(tk))
+		after, err := c.sync(f.ctx, key(tk))
 		if err != nil {
 			t.Fatalf("sync error %v, want a requeue without an error", err)
 		}
@@ -751,7 +751,7 @@ func TestTheTTLAfterFinished(t *testing.T) {
 			f.resetActions()
 
 			f.clock.SetTime(tc.now)
-			after, err := c.syncTask(f.ctx, key(tk))
+			after, err := c.sync(f.ctx, key(tk))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1002,7 +1002,7 @@ func TestADeletedTaskDrains(t *testing.T) {
 	tk = f.deleteTask(tk)
 	f.clock.Step(2 * time.Minute)
 
-	after, err := c.syncTask(f.ctx, key(tk))
+	after, err := c.sync(f.ctx, key(tk))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1198,7 +1198,7 @@ func TestTheDrainEnds(t *testing.T) {
 			f.resetActions()
 			order := f.recordOrder()
 
-			after, err := c.syncTask(f.ctx, key(tk))
+			after, err := c.sync(f.ctx, key(tk))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -1281,12 +1281,12 @@ func TestADeletedTaskWithoutTheFinalizerIsLeftAlone(t *testing.T) {
 				if err := f.sandboxInformer.GetIndexer().Delete(watchedSandbox(t, f.lastSandboxApply())); err != nil {
 					t.Fatal(err)
 				}
-				if c.liveSandbox(tk) != nil {
+				if c.observed(tk) != nil {
 					t.Fatal("set-up: the Sandbox is still cached")
 				}
 			}
 			f.clock.Step(time.Hour)
-			after, err := c.syncTask(f.ctx, key(tk))
+			after, err := c.sync(f.ctx, key(tk))
 			if err != nil || after != 0 {
 				t.Errorf("sync = %s, %v; want 0, nil", after, err)
 			}

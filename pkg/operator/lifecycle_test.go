@@ -57,7 +57,7 @@ func TestThePinIsWrittenBeforeAnyChild(t *testing.T) {
 	}
 	c := f.taskController()
 
-	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+	if _, err := c.sync(f.ctx, key(tk)); err == nil {
 		t.Fatal("sync succeeded, want the ServiceAccount's error")
 	}
 	// The pin, the refused child, then the status saying why it is stuck.
@@ -83,14 +83,14 @@ func TestAMissingSandboxAPIIsReportedOnce(t *testing.T) {
 	f.seed(tk, workspace())
 	f.sandboxAPI.missing = true
 	c := f.taskController()
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	f.feedBack(c, tk)
 	f.resetActions()
 	f.events.events = nil
 	for range 3 {
-		if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		if _, err := c.sync(f.ctx, key(tk)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -171,8 +171,7 @@ func TestSandboxAPIWatcherDoesNotWakeTasksWhenServedFromTheStart(t *testing.T) {
 func TestAStoppedControllerStartsNoNewSync(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil, nil)
-	l.shutdownGrace = time.Minute
+	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), Deps{Metrics: NewMetrics(), ShutdownGrace: time.Minute}, nil)
 	var synced atomic.Int32
 	inSync, release := make(chan struct{}), make(chan struct{})
 	l.sync = func(ctx context.Context, key cache.ObjectName) (time.Duration, error) {
@@ -205,8 +204,7 @@ func TestAStoppedControllerStartsNoNewSync(t *testing.T) {
 func TestTheShutdownGraceIsBounded(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), nil, nil)
-	l.shutdownGrace = 50 * time.Millisecond
+	l := newLoop("test", workqueue.DefaultTypedControllerRateLimiter[cache.ObjectName](), Deps{Metrics: NewMetrics(), ShutdownGrace: 50 * time.Millisecond}, nil)
 	inSync := make(chan struct{})
 	var cutOff atomic.Bool
 	l.sync = func(ctx context.Context, key cache.ObjectName) (time.Duration, error) {

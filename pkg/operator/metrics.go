@@ -126,17 +126,11 @@ func (m *Metrics) observeSync(controller string, took time.Duration, err error) 
 
 // observeTransition counts a phase change the operator wrote.
 func (m *Metrics) observeTransition(from, to calibanv1alpha1.TaskPhase, reason string) {
-	if m == nil {
-		return
-	}
 	m.transitions.WithLabelValues(string(from), string(to), reason).Inc()
 }
 
 // observeStart records the stages of a task's first start.
 func (m *Metrics) observeStart(launch string, stages []builders.StageDuration) {
-	if m == nil {
-		return
-	}
 	for _, s := range stages {
 		m.startStages.WithLabelValues(s.Stage, launch).Observe(s.Duration.Seconds())
 	}

@@ -47,8 +47,9 @@ type Clients struct {
 type Operator struct {
 	Clients  Clients
 	Settings config.Settings
-	Metrics  *Metrics
-	Clock    clock.PassiveClock
+	// Metrics is where the controllers' metrics go (NewMetrics).
+	Metrics *Metrics
+	Clock   clock.PassiveClock
 	// TracerProvider makes the syncs' spans; nil, or a no-op provider,
 	// makes none.
 	TracerProvider trace.TracerProvider
@@ -128,33 +129,32 @@ func (o *Operator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	wc, err := NewWorkspaceController(o.Clients.Caliban, o.Clients.Kube, workspaces, warm, s.AgentSettings, recorder, o.Metrics, clk)
+	d := Deps{
+		Clients: o.Clients, Tasks: tasks, Workspaces: workspaces,
+		ServiceAccounts: kubeFactory.Core().V1().ServiceAccounts(), NetworkPolicies: kubeFactory.Networking().V1().NetworkPolicies(),
+		Sandboxes: sandboxes, SandboxAPI: sandboxAPI, Warm: warm,
+		Settings: s.AgentSettings, DrainTimeout: s.TaskDrainTimeout, ShutdownGrace: s.ShutdownGrace(), PinKey: pinKey,
+		Recorder: recorder, Metrics: o.Metrics, Tracer: tracing.NewTracer(o.TracerProvider), Clock: clk,
+	}
+	wc, err := NewWorkspaceController(d)
 	if err != nil {
 		return err
 	}
-	tc, err := NewTaskController(o.Clients.Caliban, o.Clients.Kube, o.Clients.Sandboxes, tasks, workspaces,
-		kubeFactory.Core().V1().ServiceAccounts(), kubeFactory.Networking().V1().NetworkPolicies(),
-		sandboxes, sandboxAPI, warm, s.AgentSettings, recorder, o.Metrics, clk)
+	tc, err := NewTaskController(d)
 	if err != nil {
 		return err
 	}
 	sandboxAPI.onServed = tc.enqueueAll
 	extAPI.onServed = wc.enqueueWarm
-	wc.shutdownGrace, tc.shutdownGrace = s.ShutdownGrace(), s.ShutdownGrace()
-	wc.tracer, tc.tracer = tracing.NewTracer(o.TracerProvider), tracing.NewTracer(o.TracerProvider)
-	tc.taskDrainTimeout = s.TaskDrainTimeout
-	tc.pinKey = pinKey
-	if o.Metrics != nil {
-		o.Metrics.SetTerm(&Term{Tasks: tasks.Lister(), Workspaces: workspaces.Lister(), SandboxServed: sandboxAPI.Served})
-		// The gauges go when the term ends, not after the shutdown grace: a
-		// deposed leader must not report from a cache it stopped keeping.
-		stop := context.AfterFunc(ctx, func() { o.Metrics.SetTerm(nil) })
-		defer func() {
-			if stop() {
-				o.Metrics.SetTerm(nil)
-			}
-		}()
-	}
+	o.Metrics.SetTerm(&Term{Tasks: tasks.Lister(), Workspaces: workspaces.Lister(), SandboxServed: sandboxAPI.Served})
+	// The gauges go when the term ends, not after the shutdown grace: a
+	// deposed leader must not report from a cache it stopped keeping.
+	stop := context.AfterFunc(ctx, func() { o.Metrics.SetTerm(nil) })
+	defer func() {
+		if stop() {
+			o.Metrics.SetTerm(nil)
+		}
+	}()
 
 	calibanFactory.Start(ctx.Done())
 	defer func() {

@@ -62,7 +62,7 @@ func renderedOf(t *testing.T, u *unstructured.Unstructured) rendered {
 	if len(vcts) == 1 {
 		r.Storage, _, _ = unstructured.NestedString(vcts[0].(map[string]any), "spec", "resources", "requests", "storage")
 	}
-	r.RenderedBy = u.GetAnnotations()[freshness.AnnotationRenderedBy]
+	r.RenderedBy = u.GetAnnotations()[builders.AnnotationRenderedBy]
 	r.Mode, _, _ = unstructured.NestedString(u.Object, "spec", "operatingMode")
 	return r
 }
@@ -214,7 +214,7 @@ func TestARefusedSuspendKeepsTheTaskRunningAndSaysWhy(t *testing.T) {
 	f.mu.Unlock()
 
 	tk = f.edit(tk, "kubectl", func(t *calibanv1alpha1.CalibanTask) { t.Spec.Suspend = true })
-	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+	if _, err := c.sync(f.ctx, key(tk)); err == nil {
 		t.Fatal("a refused apply returned no error: it would not be retried")
 	}
 	st := lastStatus(t, f)
@@ -230,7 +230,7 @@ func TestARefusedSuspendKeepsTheTaskRunningAndSaysWhy(t *testing.T) {
 	// The same refusal again writes nothing new.
 	tk = f.feedTask(tk)
 	f.resetActions()
-	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+	if _, err := c.sync(f.ctx, key(tk)); err == nil {
 		t.Fatal("the second refused apply returned no error")
 	}
 	if w := f.writes(); len(w) != 0 {

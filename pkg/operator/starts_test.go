@@ -19,6 +19,7 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // stageObservations is each stage's count and sum of cold starts (the
@@ -36,6 +37,11 @@ func stageObservations(t *testing.T, m *Metrics) map[string][2]float64 {
 		out[stage] = [2]float64{float64(d.GetHistogram().GetSampleCount()), math.Round(d.GetHistogram().GetSampleSum()*1e6) / 1e3}
 	}
 	return out
+}
+
+// sandboxView is the task's Sandbox as its cache keeps it, or nil.
+func (f *fixture) sandboxView(tk *calibanv1alpha1.CalibanTask) *freshness.View {
+	return f.children.View(freshness.Sandbox, tk.Namespace, builders.SandboxName(tk.Name))
 }
 
 // sandboxServing puts the task's Sandbox into the cache as agent-sandbox
@@ -62,8 +68,7 @@ func TestAFirstStartIsTimedOnceStageByStage(t *testing.T) {
 	tk := task()
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()
-	m := NewMetrics()
-	c.metrics = m
+	m := f.metrics
 	// Listed at start-up: not timed from here; added later: timed.
 	c.taskAdded(tk, true)
 	if len(c.starts.marks) != 0 {
@@ -72,19 +77,19 @@ func TestAFirstStartIsTimedOnceStageByStage(t *testing.T) {
 	c.taskAdded(tk, false)
 
 	f.clock.Step(20 * time.Millisecond)
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	f.feedBack(c, tk)
 	// The Sandbox informer's update as it turns to serving.
 	f.clock.Step(3 * time.Second)
-	before := c.liveSandbox(tk)
+	before := f.sandboxView(tk)
 	f.sandboxServing(true, "2026-09-01T12:00:03Z")
-	c.sandboxUpdated(before, c.liveSandbox(tk))
+	c.sandboxUpdated(before, f.sandboxView(tk))
 	f.clock.Step(10 * time.Millisecond)
-	c.sandboxUpdated(c.liveSandbox(tk), c.liveSandbox(tk)) // a later update: not the turn
+	c.sandboxUpdated(f.sandboxView(tk), f.sandboxView(tk)) // a later update: not the turn
 	f.clock.Step(5 * time.Millisecond)
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	f.feedBack(c, tk)
@@ -106,13 +111,13 @@ func TestAFirstStartIsTimedOnceStageByStage(t *testing.T) {
 	// The pod goes, and comes back a minute later.
 	f.clock.Step(time.Minute)
 	f.sandboxServing(false, "2026-09-01T12:01:03Z")
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	f.feedBack(c, tk)
 	f.clock.Step(time.Minute)
 	f.sandboxServing(true, "2026-09-01T12:02:03Z")
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff(want, stageObservations(t, m)); diff != "" {
@@ -142,7 +147,7 @@ func TestAStartMetHalfWayIsTimedFromTheObjects(t *testing.T) {
 	})
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	f.feedBack(c, tk)
@@ -150,10 +155,10 @@ func TestAStartMetHalfWayIsTimedFromTheObjects(t *testing.T) {
 	// As in a new process: no marks.
 	c.starts = newStartTracker()
 	m := NewMetrics()
-	c.metrics = m
+	c.metrics = m // a new process's metrics too
 	f.clock.Step(9 * time.Second)
 	f.sandboxServing(true, "2026-09-01T12:00:07Z")
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	got := stageObservations(t, m)

@@ -57,7 +57,7 @@ func TestATasksSyncSpansFollowItsLifeInOneTrace(t *testing.T) {
 	f.clock.Step(4 * time.Minute)
 	f.mustSync(c, tk)
 
-	task := func(before, after string, writes []string, requeue float64) map[string]any {
+	task := func(before, after string, writes []string, requeue float64, rendered bool) map[string]any {
 		m := map[string]any{
 			"k8s.namespace.name":        "team",
 			"caliban.task.name":         "fix-bug",
@@ -69,13 +69,19 @@ func TestATasksSyncSpansFollowItsLifeInOneTrace(t *testing.T) {
 		if requeue > 0 {
 			m["caliban.sync.requeue_after_seconds"] = requeue
 		}
+		if rendered {
+			m["caliban.sync.rendered_children"] = true
+		}
 		return m
 	}
 	want := []map[string]any{
-		task("", "Provisioning", []string{"status", "finalizer", "serviceaccount", "networkpolicy", "sandbox"}, 0),
-		task("Provisioning", "Running", []string{"status"}, 0),
-		task("Running", "Completed", []string{"sandbox", "status"}, 240),
-		task("Completed", "Completed", []string{"delete"}, 0),
+		// The pin's sync renders the children; the next finds their hashes
+		// in the memo; prospero's verdict is a new version of the task,
+		// whose children are rendered again to know them unchanged.
+		task("", "Provisioning", []string{"status", "finalizer", "serviceaccount", "networkpolicy", "sandbox"}, 0, true),
+		task("Provisioning", "Running", []string{"status"}, 0, false),
+		task("Running", "Completed", []string{"sandbox", "status"}, 240, true),
+		task("Completed", "Completed", []string{"delete"}, 0, false),
 	}
 	spans := exp.GetSpans()
 	var got []map[string]any
@@ -103,7 +109,7 @@ func TestAFailedSyncsSpanSaysWhyAndWhatItWroteFirst(t *testing.T) {
 	tk := task()
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()
-	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+	if _, err := c.sync(f.ctx, key(tk)); err == nil {
 		t.Fatal("the sync did not fail")
 	}
 	spans := exp.GetSpans()
@@ -131,7 +137,7 @@ func TestAWorkspacesSyncSpanIsATraceOfItsOwn(t *testing.T) {
 	f.seed(ws, secret("key", "api-key"))
 	c := f.workspaceController()
 	for range 2 {
-		if _, err := c.syncWorkspace(f.ctx, key(ws)); err != nil {
+		if _, err := c.sync(f.ctx, key(ws)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -183,7 +189,7 @@ func BenchmarkASteadyStateTaskSync(b *testing.B) {
 			c, tk := f.runningTask()
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+				if _, err := c.sync(f.ctx, key(tk)); err != nil {
 					b.Fatal(err)
 				}
 				f.kube.ClearActions()

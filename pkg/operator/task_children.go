@@ -16,124 +16,129 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
-// applyChildren applies the ServiceAccount, the NetworkPolicy and the
-// Sandbox, each only when its cache does not say it already carries what
-// the task wants, and returns the Sandbox as the status derivation reads
-// it. apiMissing says agent-sandbox's API is not served, so there is no
-// Sandbox to apply.
-func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, mode sandboxv1beta1.OperatingMode) (sandbox *sandboxv1beta1.Sandbox, apiMissing bool, err error) {
+// applyChildren applies a cold task's ServiceAccount, NetworkPolicy and
+// Sandbox, each only when its cache does not say it already is what the
+// sync would write (freshness.Want.Plan).
+func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, mode sandboxv1beta1.OperatingMode) (applied, error) {
 	want, err := c.children.Want(task, pin)
 	if err != nil {
-		return nil, false, err
+		return applied{}, err
 	}
+	defer recordRendered(ctx, want)
 	ns := task.Namespace
 	for _, child := range []struct {
 		kind  freshness.Kind
 		name  string
-		write func(*freshness.Desired) error
+		write func(*builders.Children) error
 	}{
-		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *freshness.Desired) error {
+		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children) error {
 			_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
 			return err
 		}},
-		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *freshness.Desired) error {
+		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children) error {
 			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
 			return err
 		}},
 	} {
-		if !c.children.Stale(child.kind, c.children.View(child.kind, ns, child.name), want) {
+		if want.Plan(child.kind, c.children.View(child.kind, ns, child.name), "") == freshness.Keep {
 			continue
 		}
 		d, err := want.Render()
 		if err != nil {
-			return nil, false, err
+			return applied{}, err
 		}
 		klog.FromContext(ctx).V(4).Info("Applying "+child.kind.String(), "name", child.name)
 		if err := child.write(d); err != nil {
-			return nil, false, fmt.Errorf("applying %s %s: %w", child.kind, child.name, err)
+			return applied{}, fmt.Errorf("applying %s %s: %w", child.kind, child.name, err)
 		}
 	}
 	if !c.sandboxAPI.Served() {
-		return nil, true, nil
+		return applied{apiMissing: true}, nil
 	}
-	return c.applySandbox(ctx, task, want, mode)
+	sandbox, err := c.applySandbox(ctx, task, want, mode)
+	if apierrors.IsNotFound(err) {
+		return applied{apiMissing: true}, nil
+	}
+	return applied{sandbox: sandbox}, err
 }
 
-// applySandbox applies the task's Sandbox when it is missing, does not hold
-// what w wants (unless it is kept, ADR 0015), or is not in mode.
-func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, w *freshness.Want, mode sandboxv1beta1.OperatingMode) (*sandboxv1beta1.Sandbox, bool, error) {
-	current := c.liveSandbox(task)
-	if !c.children.Stale(freshness.Sandbox, current, w) && freshness.LiveMode(current.OperatingMode) == mode {
-		return current.Sandbox(), false, nil
+// applySandbox applies the task's Sandbox when its plan says so: all of it
+// when it is missing or does not hold what the task wants, its mode alone
+// when only the mode differs (or it is kept, ADR 0015). It returns the
+// Sandbox as the status reads it.
+func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, want *freshness.Want, mode sandboxv1beta1.OperatingMode) (*builders.ObservedSandbox, error) {
+	name := builders.SandboxName(task.Name)
+	current := c.children.View(freshness.Sandbox, task.Namespace, name)
+	if current != nil && !metav1.IsControlledBy(current, task) {
+		current = nil
+	}
+	plan := want.Plan(freshness.Sandbox, current, mode)
+	if plan == freshness.Keep {
+		return current.Sandbox, nil
 	}
 	sandboxes := c.sandboxes.Sandboxes(task.Namespace)
 	var desired *sandboxac.SandboxApplyConfiguration
 	if current != nil {
 		// The cache keeps no spec, and an apply over an existing Sandbox
 		// must carry what agent-sandbox keeps immutable as it is: read it.
-		live, err := sandboxes.Get(ctx, current.Name, metav1.GetOptions{})
+		live, err := sandboxes.Get(ctx, name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
-			return nil, false, fmt.Errorf("reading Sandbox %s: %w", current.Name, err)
+			return nil, fmt.Errorf("reading Sandbox %s: %w", name, err)
 		}
 		if err == nil && metav1.IsControlledBy(live, task) {
-			if desired, err = w.SandboxOver(live); err != nil {
-				return nil, false, err
+			if desired, err = want.SandboxOver(live, mode); err != nil {
+				return nil, err
 			}
 		}
 	}
 	if desired == nil {
-		d, err := w.Render()
+		d, err := want.Render()
 		if err != nil {
-			return nil, false, err
+			return nil, err
 		}
 		desired = d.Sandbox
+		desired.Spec.WithOperatingMode(mode)
 	}
-	desired.Spec.WithOperatingMode(mode)
-	name := *desired.Name
-	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", name, "kept", current != nil && c.children.Kept(freshness.Sandbox, current))
-	_, err := apply(ctx, writeSandbox, sandboxes, name, desired)
-	if apierrors.IsNotFound(err) {
-		return nil, true, nil
-	}
-	if err != nil {
-		return nil, false, fmt.Errorf("applying Sandbox %s: %w", name, err)
+	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", name, "modeOnly", plan == freshness.ModeOnly, "kept", want.Kept(freshness.Sandbox, current))
+	if _, err := apply(ctx, writeSandbox, sandboxes, name, desired); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("applying Sandbox %s: %w", name, err)
 	}
 	// The apply changed the spec, never the status agent-sandbox writes:
 	// the task reads the status it had (none for a new Sandbox) with the
 	// mode the server just accepted, and the informer brings whatever
 	// comes next. A new Sandbox is the rendering under the settings, so
 	// caliband listens on their port.
-	view := current
-	if view == nil {
-		view = &freshness.View{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: task.Namespace}, CalibandPort: c.settings.CalibandPort}
+	if current != nil {
+		return current.Sandbox.InMode(mode), nil
 	}
-	applied := view.Sandbox()
-	applied.Spec.OperatingMode = mode
-	return applied, false, nil
+	return &builders.ObservedSandbox{Name: name, CalibandPort: c.settings.CalibandPort, Mode: builders.LiveMode(mode)}, nil
 }
 
-// liveSandbox is the view of the task's Sandbox from the cache, or nil.
-func (c *TaskController) liveSandbox(task *calibanv1alpha1.CalibanTask) *freshness.View {
-	v := c.children.View(freshness.Sandbox, task.Namespace, builders.SandboxName(task.Name))
-	if v == nil || !metav1.IsControlledBy(v, task) {
-		return nil
-	}
-	return v
-}
-
-// observedSandbox is the task's Sandbox as the status derivation reads it,
-// or nil.
-func (c *TaskController) observedSandbox(task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+// observed is the task's Sandbox as its status reads it from the cache:
+// its own, or a warm task's claim's; nil when there is none.
+func (c *TaskController) observed(task *calibanv1alpha1.CalibanTask) *builders.ObservedSandbox {
+	var v *freshness.View
 	if builders.IsWarm(task) {
-		if v := c.claimedSandbox(task); v != nil {
-			return v.Sandbox()
-		}
+		v = c.claimedSandbox(task)
+	} else if v = c.children.View(freshness.Sandbox, task.Namespace, builders.SandboxName(task.Name)); v != nil && !metav1.IsControlledBy(v, task) {
+		v = nil
+	}
+	if v == nil {
 		return nil
 	}
-	if v := c.liveSandbox(task); v != nil {
-		return v.Sandbox()
+	return v.Sandbox
+}
+
+// recordRendered says in the sync's span that it had to render the task's
+// children: the memo did not know what they hash to.
+func recordRendered(ctx context.Context, want *freshness.Want) {
+	if span := tracing.SyncFrom(ctx); span != nil && want.Rendered() {
+		span.SetAttributes(tracing.KeyRendered.Bool(true))
 	}
-	return nil
 }

@@ -9,27 +9,20 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"go.opentelemetry.io/otel/attribute"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
-	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
-	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	sandboxclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/sandbox/v1beta1"
-	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
 	extlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/extensions/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
@@ -38,17 +31,6 @@ import (
 
 // TaskControllerName names the CalibanTask queue (and its metrics).
 const TaskControllerName = "calibantask"
-
-// Requeue intervals (docs/crd-reference.md#requeue-intervals): a task waiting
-// on a Pending workspace looks again soon (the workspace index usually wakes
-// it sooner); a failed admission waits longer, since a person has to change
-// something.
-const (
-	pendingWorkspaceRequeue = 10 * time.Second
-	failureRequeue          = 30 * time.Second
-	// conflictRequeue: a conditional pin met a newer version of the task.
-	conflictRequeue = time.Second
-)
 
 // taskSyncSpan names the span of a task's sync.
 const taskSyncSpan = TaskControllerName + " sync"
@@ -67,27 +49,22 @@ type TaskController struct {
 	kube    kubernetes.Interface
 	// sandboxes gets and applies Sandboxes (clients.go).
 	sandboxes   sandboxclient.SandboxesGetter
-	tasks       calibanlisters.CalibanTaskLister
 	taskIndexer cache.Indexer
 	// taskCache is the task cache with the operator's own status writes on
-	// top, until the informer brings them: the children's transform reads
-	// a task's pin from it, and the pin is written moments before the
-	// children whose events it checks.
+	// top, until the informer brings them: every sync reads it, and so does
+	// the children's transform, which checks a child against a pin written
+	// moments before the child's event.
 	taskCache  cache.MutationCache
 	workspaces calibanlisters.WorkspaceLister
 	// children keeps the children's caches as views and knows whether each
 	// holds what its task wants.
-	children   *freshness.Tracker
-	sandboxAPI SandboxAPI
-	settings   config.AgentSettings
-	recorder   Recorder
-	clock      clock.PassiveClock
-	// taskDrainTimeout bounds a deleted task's drain
-	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
-	taskDrainTimeout time.Duration
-	// pinKey signs the pins this operator writes and tells them from pins
-	// someone else wrote into the status (LoadPinKey).
-	pinKey builders.PinKey
+	children     *freshness.Tracker
+	sandboxAPI   SandboxAPI
+	settings     config.AgentSettings
+	drainTimeout time.Duration
+	pinKey       builders.PinKey
+	recorder     Recorder
+	clock        clock.PassiveClock
 	// starts times the first starts in flight for
 	// caliban_task_start_duration_seconds.
 	starts *startTracker
@@ -105,62 +82,79 @@ type TaskController struct {
 
 // NewTaskController wires the controller to its informers: tasks,
 // workspaces (to admit, and to wake tasks when a workspace's status
-// changes), and the three kinds of children (to repair them). Child
-// informers should be restricted to objects labelled managed-by
-// caliban-operator.
-func NewTaskController(
-	caliban calibanclient.Interface,
-	kube kubernetes.Interface,
-	sandboxRESTClient rest.Interface,
-	tasks calibaninformers.CalibanTaskInformer,
-	workspaces calibaninformers.WorkspaceInformer,
-	serviceAccounts coreinformers.ServiceAccountInformer,
-	networkPolicies networkinginformers.NetworkPolicyInformer,
-	sandboxes cache.SharedIndexInformer,
-	sandboxAPI SandboxAPI,
-	warm WarmPoolInformers,
-	settings config.AgentSettings,
-	recorder Recorder,
-	metrics *Metrics,
-	clk clock.PassiveClock,
-) (*TaskController, error) {
+// changes), the three kinds of children (to repair them) and the claims
+// (warm starts). Child informers should be restricted to objects labelled
+// managed-by caliban-operator.
+func NewTaskController(d Deps) (*TaskController, error) {
+	tasks := d.Tasks
 	c := &TaskController{
-		caliban:     caliban,
-		kube:        kube,
-		sandboxes:   sandboxClient(sandboxRESTClient),
-		tasks:       tasks.Lister(),
+		caliban:     d.Clients.Caliban,
+		kube:        d.Clients.Kube,
+		sandboxes:   sandboxClient(d.Clients.Sandboxes),
 		taskIndexer: tasks.Informer().GetIndexer(),
 		taskCache: cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), tasks.Informer().GetStore(),
 			cache.MutationCacheOptions{TTL: time.Minute, MaxCacheSize: 4096}),
-		workspaces: workspaces.Lister(),
-		sandboxAPI: sandboxAPI,
-		settings:   settings,
-		recorder:   recorder,
-		clock:      clk,
-		// The setting's default; cmd sets what the environment says.
-		taskDrainTimeout: config.DefaultTaskDrainTimeout,
-		starts:           newStartTracker(),
-		warm:             warm,
-		claims:           warm.Claims.Lister(),
-		pools:            warm.Pools.Lister(),
+		workspaces:   d.Workspaces.Lister(),
+		sandboxAPI:   d.SandboxAPI,
+		settings:     d.Settings,
+		drainTimeout: d.DrainTimeout,
+		pinKey:       d.PinKey,
+		recorder:     d.Recorder,
+		clock:        d.Clock,
+		starts:       newStartTracker(),
+		warm:         d.Warm,
+		claims:       d.Warm.Claims.Lister(),
+		pools:        d.Warm.Pools.Lister(),
 	}
-	children, err := freshness.New(settings, c.controllingTask)
+	children, err := freshness.New(d.Settings, c.controllingTask)
 	if err != nil {
 		return nil, err
 	}
 	c.children = children
-	c.loop = newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics, c.awaitsRunning)
-	c.sync = c.syncTask
+	c.loop = newLoop(TaskControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), d, c.awaitsRunning)
+	c.sync = syncOf(c.loop, c.cachedTask, span[*calibanv1alpha1.CalibanTask]{
+		// Every sync of a task joins the task's own trace
+		// (tracing.IDGenerator).
+		name: taskSyncSpan, ownTrace: true, logKey: "calibantask",
+		attributes: func(task *calibanv1alpha1.CalibanTask) []attribute.KeyValue {
+			phase := string(task.Status.Phase)
+			return []attribute.KeyValue{tracing.KeyNamespace.String(task.Namespace), tracing.KeyTaskName.String(task.Name),
+				tracing.KeyTaskUID.String(string(task.UID)), tracing.KeyTaskPhaseBefore.String(phase),
+				tracing.KeyTaskPhaseAfter.String(phase)}
+		},
+	}, c.syncTask)
 	c.synced = []cache.InformerSynced{
-		tasks.Informer().HasSynced, workspaces.Informer().HasSynced,
-		serviceAccounts.Informer().HasSynced, networkPolicies.Informer().HasSynced,
+		tasks.Informer().HasSynced, d.Workspaces.Informer().HasSynced,
+		d.ServiceAccounts.Informer().HasSynced, d.NetworkPolicies.Informer().HasSynced,
 		// The Sandbox informer runs only once agent-sandbox's API is served;
 		// sandboxAPI says when its cache can be read. So do the extensions'.
-		sandboxAPI.HasSynced, warm.API.HasSynced,
+		d.SandboxAPI.HasSynced, d.Warm.API.HasSynced,
 	}
+	if err := c.watch(d); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
 
+// cachedTask reads a task from the cache with the operator's own writes on
+// top: a resync that comes before the watch brings the status just written
+// must not take the task for what it was, and write the same phase again
+// as new.
+func (c *TaskController) cachedTask(key cache.ObjectName) (*calibanv1alpha1.CalibanTask, bool, error) {
+	obj, exists, err := c.taskCache.GetByKey(key.String())
+	if err != nil || !exists {
+		return nil, false, err
+	}
+	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	return task, ok, nil
+}
+
+// watch adds the event handlers: what wakes a task
+// (docs/architecture.md#what-wakes-a-task).
+func (c *TaskController) watch(d Deps) error {
+	tasks := d.Tasks
 	if err := tasks.Informer().AddIndexers(cache.Indexers{workspaceIndex: indexByWorkspace}); err != nil {
-		return nil, fmt.Errorf("adding the CalibanTask workspace index: %w", err)
+		return fmt.Errorf("adding the CalibanTask workspace index: %w", err)
 	}
 	if _, err := tasks.Informer().AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: c.taskAdded,
@@ -185,9 +179,9 @@ func NewTaskController(
 			}
 		},
 	}); err != nil {
-		return nil, fmt.Errorf("adding CalibanTask event handler: %w", err)
+		return fmt.Errorf("adding CalibanTask event handler: %w", err)
 	}
-	if _, err := workspaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := d.Workspaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueueTasksOfWorkspace,
 		UpdateFunc: func(old, new any) {
 			o, n := old.(*calibanv1alpha1.Workspace), new.(*calibanv1alpha1.Workspace)
@@ -197,7 +191,7 @@ func NewTaskController(
 		},
 		DeleteFunc: c.enqueueTasksOfWorkspace,
 	}); err != nil {
-		return nil, fmt.Errorf("adding Workspace event handler: %w", err)
+		return fmt.Errorf("adding Workspace event handler: %w", err)
 	}
 	// A child's creation wakes nobody: the operator created it, from a sync
 	// that already read the result, and at start-up every task is enqueued
@@ -211,29 +205,29 @@ func NewTaskController(
 		DeleteFunc: c.enqueueOwner,
 	}
 	for kind, inf := range map[freshness.Kind]cache.SharedIndexInformer{
-		freshness.ServiceAccount: serviceAccounts.Informer(),
-		freshness.NetworkPolicy:  networkPolicies.Informer(),
-		freshness.Sandbox:        sandboxes,
+		freshness.ServiceAccount: d.ServiceAccounts.Informer(),
+		freshness.NetworkPolicy:  d.NetworkPolicies.Informer(),
+		freshness.Sandbox:        d.Sandboxes,
 	} {
 		if err := c.children.Track(kind, inf); err != nil {
-			return nil, err
+			return err
 		}
 		if _, err := inf.AddEventHandler(childEvents); err != nil {
-			return nil, fmt.Errorf("adding %s event handler: %w", kind, err)
+			return fmt.Errorf("adding %s event handler: %w", kind, err)
 		}
 	}
-	if _, err := sandboxes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.sandboxUpdated}); err != nil {
-		return nil, fmt.Errorf("adding Sandbox readiness handler: %w", err)
+	if _, err := d.Sandboxes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.sandboxUpdated}); err != nil {
+		return fmt.Errorf("adding Sandbox readiness handler: %w", err)
 	}
 	// A claim's status names the Sandbox it holds, and follows its
 	// readiness.
-	if _, err := warm.Claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := d.Warm.Claims.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		UpdateFunc: func(_, new any) { c.enqueueOwner(new) },
 		DeleteFunc: c.enqueueOwner,
 	}); err != nil {
-		return nil, fmt.Errorf("adding SandboxClaim event handler: %w", err)
+		return fmt.Errorf("adding SandboxClaim event handler: %w", err)
 	}
-	return c, nil
+	return nil
 }
 
 // taskAdded caches and enqueues a task the informer delivered, and opens
@@ -255,7 +249,7 @@ func (c *TaskController) taskAdded(obj any, isInInitialList bool) {
 func (c *TaskController) sandboxUpdated(old, new any) {
 	o, okO := old.(*freshness.View)
 	n, okN := new.(*freshness.View)
-	if !okO || !okN || !builders.SandboxServing(n.SandboxStatus) || builders.SandboxServing(o.SandboxStatus) {
+	if !okO || !okN || o.Sandbox == nil || n.Sandbox == nil || !builders.SandboxServing(&n.Sandbox.Status) || builders.SandboxServing(&o.Sandbox.Status) {
 		return
 	}
 	if task := c.owningTask(n); task != nil {
@@ -345,363 +339,6 @@ func (c *TaskController) controllingTask(child metav1.Object) *calibanv1alpha1.C
 	return task
 }
 
-func (c *TaskController) syncTask(ctx context.Context, key cache.ObjectName) (after time.Duration, err error) {
-	// The cache with the operator's own writes on top: a resync that comes
-	// before the watch brings the status just written must not take the
-	// task for what it was, and write the same phase again as new.
-	obj, exists, err := c.taskCache.GetByKey(key.String())
-	if err != nil {
-		return 0, err
-	}
-	task, ok := obj.(*calibanv1alpha1.CalibanTask)
-	if !exists || !ok {
-		return 0, nil
-	}
-	// Every sync of a task joins the task's own trace (tracing.IDGenerator).
-	ctx, span := c.tracer.StartSync(ctx, taskSyncSpan, task.UID, true)
-	if span != nil {
-		phase := string(task.Status.Phase)
-		span.SetAttributes(tracing.KeyNamespace.String(task.Namespace), tracing.KeyTaskName.String(task.Name),
-			tracing.KeyTaskUID.String(string(task.UID)), tracing.KeyTaskPhaseBefore.String(phase),
-			// Until a status write says otherwise (writeStatusIf).
-			tracing.KeyTaskPhaseAfter.String(phase))
-	}
-	defer func() { span.End(after, err) }()
-	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("calibantask", klog.KObj(task)))
-	switch {
-	case task.DeletionTimestamp != nil && builders.HasDrainFinalizer(task):
-		after, err = c.drain(ctx, task)
-	case task.DeletionTimestamp != nil:
-		// The garbage collector removes the children; applying now would
-		// only race it.
-		return 0, nil
-	default:
-		after, err = c.reconcile(ctx, task)
-	}
-	if err != nil {
-		c.recorder.Event(task, corev1.EventTypeWarning, EventReconcileError, "Reconcile", err.Error())
-	}
-	return after, err
-}
-
-// reconcile follows docs/crd-reference.md#admission (pseudo-code in
-// docs/architecture.md#task-sync): decide admission and the checks, pin
-// once, keep the finalizer and the children, then derive and write the
-// status.
-func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.CalibanTask) (time.Duration, error) {
-	d, err := c.decide(ctx, task)
-	if err != nil {
-		return 0, err
-	}
-	if d.waitForWorkspace {
-		return pendingWorkspaceRequeue, c.recordPending(ctx, task)
-	}
-	now := c.clock.Now()
-	in := builders.TaskStatusInput{Task: task, Failure: d.failure, Pin: d.pin, Posture: d.posture, PinSignature: d.pinSignature,
-		Now: metav1.NewTime(now), DrainTimeout: c.taskDrainTimeout, Launch: d.launch}
-	if d.failure != nil || d.pin == nil {
-		return d.after, c.recordWithoutApplying(ctx, task, in)
-	}
-
-	// fresh is the claim this pass applied, which the cache may not have.
-	var fresh *extv1beta1.SandboxClaim
-	if d.newlyPinned {
-		if d.launch != nil && d.launch.Type == calibanv1alpha1.LaunchWarm && d.launch.Claim == nil {
-			// The claim first, so that agent-sandbox hands over a Sandbox
-			// while the pin is written, and written with its UID: the
-			// NetworkPolicy selects the pod by it.
-			claim, err := c.applyClaim(ctx, task)
-			if err != nil {
-				c.recordApplyProblem(ctx, task, in, err)
-				return 0, err
-			}
-			d.launch.Claim = &calibanv1alpha1.ClaimReference{Name: claim.Name, UID: claim.UID}
-			fresh = claim
-		}
-		written, err := c.writePin(ctx, task, in)
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			// The newer version may differ only in what the operator wrote
-			// itself, which wakes nobody: look again shortly.
-			klog.FromContext(ctx).V(4).Info("The task changed since the cache saw it; looking again", "error", err)
-			return conflictRequeue, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		// From here on the task is pinned like any other: the children are
-		// rendered from the pin as the server stored it.
-		task, in.Task = written, written
-		if written.Status.ResolvedWorkspace != nil {
-			in.Pin = written.Status.ResolvedWorkspace
-		}
-	}
-
-	// The finalizer before any child: a task deleted once it has children
-	// must find it there.
-	if task, err = c.syncDrainFinalizer(ctx, task); err != nil {
-		return 0, err
-	}
-	in.Task = task
-
-	var (
-		sandbox    *sandboxv1beta1.Sandbox
-		apiMissing bool
-		warmAfter  time.Duration
-	)
-	if builders.IsWarm(task) {
-		task, sandbox, apiMissing, warmAfter, err = c.applyWarm(ctx, task, &in, fresh, builders.SandboxMode(task, now))
-	} else {
-		sandbox, apiMissing, err = c.applyChildren(ctx, task, in.Pin, builders.SandboxMode(task, now))
-	}
-	if err != nil {
-		c.recordApplyProblem(ctx, task, in, err)
-		return 0, err
-	}
-	if sandbox != nil {
-		c.starts.childrenApplied(task.UID, c.clock.Now())
-	}
-	in.Sandbox, in.SandboxAPIMissing = sandbox, apiMissing
-	written, err := c.writeStatus(ctx, task, in)
-	if err != nil {
-		return 0, err
-	}
-	completion := written.Status.CompletionTime
-	if expiry := builders.Expiry(task, completion); !expiry.IsZero() && !now.Before(expiry) {
-		return 0, c.deleteExpired(ctx, task)
-	}
-	after := d.after
-	if apiMissing && c.sandboxAPI.Served() {
-		// Served by discovery, yet the apply found no such resource: the
-		// CRD went away. Look again later rather than wait for an event.
-		after = failureRequeue
-	}
-	return soonest(soonest(after, warmAfter), builders.NextLifecycleWake(task, completion, now)), nil
-}
-
-// decision is what a task's sync decided before writing anything.
-type decision struct {
-	// waitForWorkspace: no pin yet, and the Workspace is not validated.
-	waitForWorkspace bool
-	// failure, when set, is why nothing is applied; after is when to look
-	// again.
-	failure *builders.Failure
-	after   time.Duration
-	pin     *calibanv1alpha1.ResolvedWorkspace
-	posture calibanv1alpha1.PermissionPosture
-	// pinSignature is the stored signature, or the new pin's.
-	pinSignature string
-	// newlyPinned: pin is the admission's, not in the task yet.
-	newlyPinned bool
-	// launch is decided with a new pin; nil keeps the stored one.
-	launch *calibanv1alpha1.Launch
-}
-
-// decide gathers what the checks read (the Workspace while there is no
-// pin, the state token Secret) and runs them in order: the lifecycle, then
-// admission and the pin (once) or the pinned posture and env, then the
-// state.
-func (c *TaskController) decide(ctx context.Context, task *calibanv1alpha1.CalibanTask) (decision, error) {
-	d := decision{pin: task.Status.ResolvedWorkspace, posture: task.Status.PermissionPosture, pinSignature: task.Status.PinSignature}
-	if f := builders.LifecycleProblem(task); f != nil {
-		// Checked before admission: a task is never pinned under a
-		// deletion the operator would not honour.
-		d.failure, d.after = f, failureRequeue
-		return d, nil
-	}
-	if d.pin == nil {
-		// A missing Workspace is an answer (nil), not an error.
-		ws, err := c.workspaces.Workspaces(task.Namespace).Get(task.Spec.WorkspaceRef.Name)
-		if err != nil && !apierrors.IsNotFound(err) {
-			return d, err
-		}
-		adm := builders.Admit(task, ws)
-		switch adm.Verdict {
-		case builders.WaitForWorkspace:
-			d.waitForWorkspace = true
-			return d, nil
-		case builders.Rejected:
-			d.failure, d.after = &adm.Failure, failureRequeue
-			return d, nil
-		}
-		d.pin, d.posture, d.newlyPinned = adm.Pin, adm.Posture, true
-		d.pinSignature = builders.SignPin(c.pinKey.Key, task.UID, adm.Pin)
-		// With the pin, and written with it: a restart finds the path
-		// taken before any child exists.
-		launch, err := builders.DecideLaunch(task, adm.Pin, c.warmOffer(ws), c.settings)
-		if err != nil {
-			return d, err
-		}
-		if claim := c.claimOf(task); claim != nil {
-			// A claim made for this pin before its write was lost (a
-			// restart, a conflict): the path was taken already.
-			launch = builders.WarmClaimed(task, claim.Name, claim.UID)
-		}
-		d.launch = &launch
-	} else if f := builders.UntrustedPin(task, c.pinKey); f != nil {
-		// Before every check that reads the pin: a pin someone else wrote
-		// can say whatever passes them.
-		d.failure, d.after = f, failureRequeue
-		return d, nil
-	} else if f := builders.PinnedPostureProblem(task); f != nil {
-		d.failure, d.after = f, failureRequeue
-		return d, nil
-	} else if f := builders.PinnedEnvProblem(task); f != nil {
-		d.failure, d.after = f, failureRequeue
-		return d, nil
-	} else {
-		d.posture = builders.RequestedPosture(task)
-	}
-	f, err := builders.StateProblem(task.Spec.State, secretGetter(ctx, c.kube, task.Namespace))
-	if err != nil {
-		return d, err
-	}
-	if f != nil {
-		d.failure, d.after = f, failureRequeue
-	}
-	return d, nil
-}
-
-// recordPending writes Pending into a task's empty status while its
-// Workspace is not validated; a task that already says something keeps
-// saying it until admission decides.
-func (c *TaskController) recordPending(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
-	klog.FromContext(ctx).V(4).Info("Waiting for the workspace to be validated", "workspace", task.Spec.WorkspaceRef.Name)
-	if task.Status.Phase != "" {
-		return nil
-	}
-	_, err := c.writeStatus(ctx, task, builders.TaskStatusInput{Task: task})
-	return err
-}
-
-// recordWithoutApplying writes the status of a task nothing is applied
-// for (a failure, or no pin): a Sandbox it already has is still its
-// Sandbox. A pinned task keeps the finalizer its onDelete asks for, failed
-// or not: it is deleted like any other.
-func (c *TaskController) recordWithoutApplying(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) error {
-	in.Sandbox = c.observedSandbox(task)
-	written, err := c.writeStatus(ctx, task, in)
-	if err != nil || in.Pin == nil {
-		return err
-	}
-	_, err = c.syncDrainFinalizer(ctx, written)
-	return err
-}
-
-// writePin writes the pin, the admitted posture and Provisioning in one
-// write before any child, so a child apply that keeps failing retries
-// under this pin instead of re-admitting against whatever the Workspace
-// says by then. The write is conditional on the resourceVersion the
-// decision was made from: a cache that lags behind a pin written moments
-// ago gets a conflict, never a second pin of a Workspace edited since.
-func (c *TaskController) writePin(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) (*calibanv1alpha1.CalibanTask, error) {
-	in.SandboxAPIMissing = !c.sandboxAPI.Served()
-	written, err := c.writeStatusIf(ctx, task, in, true)
-	if err != nil {
-		return nil, err
-	}
-	c.starts.pinned(written.UID, c.clock.Now())
-	return written, nil
-}
-
-// recordApplyProblem says in the task's status why it is stuck (once: the
-// same problem again changes nothing to write); the error itself retries
-// with backoff.
-func (c *TaskController) recordApplyProblem(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput, problem error) {
-	in.ApplyProblem, in.Sandbox = problem.Error(), c.observedSandbox(task)
-	if _, err := c.writeStatus(ctx, task, in); err != nil {
-		klog.FromContext(ctx).V(2).Info("Could not record the apply problem in the status", "error", err)
-	}
-}
-
-// soonest is the earlier of two requeue delays, where zero is none.
-func soonest(a, b time.Duration) time.Duration {
-	if a == 0 || (b != 0 && b < a) {
-		return b
-	}
-	return a
-}
-
-// writeStatus derives the status and applies it when anything the operator
-// owns changed, emitting Events for the transitions. It returns the task as
-// it stands after the write (the input when nothing was written).
-func (c *TaskController) writeStatus(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput) (*calibanv1alpha1.CalibanTask, error) {
-	return c.writeStatusIf(ctx, task, in, false)
-}
-
-// writeStatusIf is writeStatus, with the write conditional on task's
-// resourceVersion when precondition is set.
-func (c *TaskController) writeStatusIf(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput, precondition bool) (*calibanv1alpha1.CalibanTask, error) {
-	desired := builders.TaskStatus(in, c.settings)
-	if !builders.TaskStatusChanged(task.Status, desired) {
-		return task, nil
-	}
-	written, err := applyTaskStatus(ctx, c.caliban, task, desired, precondition)
-	if err != nil {
-		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
-	}
-	if span := tracing.SyncFrom(ctx); span != nil {
-		span.SetAttributes(tracing.KeyTaskPhaseAfter.String(string(desired.Phase)))
-	}
-	c.children.Carry(task, written)
-	// Every sync reads the task cache with the operator's own writes on
-	// top: one that runs before the watch brings this write must not take
-	// the task for what it was and write the same move again.
-	c.taskCache.Mutation(written)
-	logger := klog.FromContext(ctx)
-	oldReady := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
-	newReady := meta.FindStatusCondition(desired.Conditions, builders.ConditionReady)
-	if task.Status.Phase != desired.Phase {
-		msg, reason := "", ""
-		if newReady != nil {
-			msg, reason = newReady.Message, newReady.Reason
-		}
-		logger.Info("CalibanTask phase changed", "from", task.Status.Phase, "to", desired.Phase, "message", msg)
-		c.metrics.observeTransition(task.Status.Phase, desired.Phase, reason)
-	}
-	if !builders.Starting(desired) {
-		marks := c.starts.take(task.UID)
-		if desired.Phase == calibanv1alpha1.TaskRunning && builders.Starting(task.Status) {
-			c.metrics.observeStart(builders.StartLaunch(in.Sandbox), builders.StartDurations(task, in.Sandbox, marks, c.clock.Now()))
-		}
-	}
-	if note := coldStartNote(task.Status.Launch, desired.Launch); note != "" {
-		c.recorder.Event(task, corev1.EventTypeNormal, EventColdStart, "Launch", note)
-	}
-	// A task's first phase is not a move: the Event would cost a request
-	// per task in a burst and say nothing the status does not (a first
-	// phase that is a failure has its Warning Event below).
-	if task.Status.Phase != "" && task.Status.Phase != desired.Phase {
-		c.recorder.Event(task, corev1.EventTypeNormal, EventPhaseChanged, "Reconcile", phaseNote(string(task.Status.Phase), string(desired.Phase), ""))
-	}
-	// The admitted posture is recorded in the write that pins the task (or
-	// that follows an allowed edit), whatever else that write says: a state
-	// problem fixed later must not lose the news.
-	if desired.PermissionPosture == calibanv1alpha1.PostureUnattended && task.Status.PermissionPosture != desired.PermissionPosture {
-		c.recorder.Event(task, corev1.EventTypeNormal, EventUnattendedAdmitted, "Admit", builders.UnattendedAdmittedNote(task.Spec.WorkspaceRef.Name, desired.RequestedBy))
-	}
-	if warning := warningOf(in, newReady); warning != "" && newReady != nil {
-		if oldReady == nil || oldReady.Reason != newReady.Reason || oldReady.Message != newReady.Message || task.Status.Phase != desired.Phase {
-			c.recorder.Event(task, corev1.EventTypeWarning, warning, "Reconcile", newReady.Message)
-		}
-	}
-	return written, nil
-}
-
-// warningOf is the reason of the Warning Event a status derived from in
-// (whose Ready condition is ready) calls for, "" for none: failures, a
-// passed deadline, and a task held up by a missing agent-sandbox.
-func warningOf(in builders.TaskStatusInput, ready *metav1.Condition) string {
-	switch {
-	case in.Failure != nil:
-		return in.Failure.Reason
-	case ready != nil && ready.Reason == builders.ReasonDeadlineExceeded:
-		return EventDeadlineExceeded
-	case in.SandboxAPIMissing:
-		return EventSandboxAPIUnavailable
-	}
-	return ""
-}
-
 // enqueueAll wakes every task, e.g. once agent-sandbox's API appeared.
 func (c *TaskController) enqueueAll() {
 	for _, obj := range c.taskIndexer.List() {
@@ -723,12 +360,8 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 	if !ok || task.Status.Phase != calibanv1alpha1.TaskProvisioning {
 		return false
 	}
-	if builders.IsWarm(task) {
-		sandbox := c.claimedSandbox(task)
-		return sandbox != nil && builders.SandboxServing(sandbox.SandboxStatus)
-	}
-	sandbox := c.children.View(freshness.Sandbox, key.Namespace, builders.SandboxName(key.Name))
-	return sandbox != nil && metav1.IsControlledBy(sandbox, task) && builders.SandboxServing(sandbox.SandboxStatus)
+	sandbox := c.observed(task)
+	return sandbox != nil && builders.SandboxServing(&sandbox.Status)
 }
 
 // CheckChildrenAfter makes the children's checks wait until gate is

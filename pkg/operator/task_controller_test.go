@@ -24,7 +24,6 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
-	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // statusApplies decodes the status applies the caliban fake saw.
@@ -155,7 +154,7 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			}
 			f.sandboxAPI.missing = tc.apiMissing
 			c := f.taskController()
-			after, err := c.syncTask(f.ctx, key(tc.task))
+			after, err := c.sync(f.ctx, key(tc.task))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -214,7 +213,7 @@ func TestASteadyStateSyncWritesNothing(t *testing.T) {
 
 	// Pass 2: Running.
 	f.resetActions()
-	if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	applies := statusApplies(t, f.caliban.Actions())
@@ -234,7 +233,7 @@ func TestASteadyStateSyncWritesNothing(t *testing.T) {
 	for pass := 3; pass <= 4; pass++ {
 		f.resetActions()
 		f.clock.Step(5 * time.Minute)
-		if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+		if _, err := c.sync(f.ctx, key(tk)); err != nil {
 			t.Fatal(err)
 		}
 		if w := f.writes(); len(w) != 0 {
@@ -257,7 +256,7 @@ func (f *fixture) feedBack(c *TaskController, tk *calibanv1alpha1.CalibanTask) {
 	sa, np := f.servedChildren(tk)
 	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
 	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
-	if live := c.liveSandbox(stored); live == nil && len(f.appliedSandboxes()) > 0 {
+	if c.observed(stored) == nil && len(f.appliedSandboxes()) > 0 {
 		f.cacheSandbox(f.lastSandboxApply().DeepCopy())
 	}
 }
@@ -357,7 +356,7 @@ func TestAStaleCacheNeverPinsTwice(t *testing.T) {
 	})
 	c := f.taskController()
 	f.resetActions()
-	after, err := c.syncTask(f.ctx, key(cached))
+	after, err := c.sync(f.ctx, key(cached))
 	if err != nil || after != conflictRequeue {
 		t.Fatalf("sync = %s, %v; want to look again after %s without an error", after, err, conflictRequeue)
 	}
@@ -391,7 +390,7 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 		"the ServiceAccount was applied by an operator that set something else": {
 			change: func(f *fixture, _ *TaskController, tk *calibanv1alpha1.CalibanTask) {
 				sa := f.servedServiceAccount(tk)
-				sa.Annotations[freshness.AnnotationAppliedHash] = "older"
+				sa.Annotations[builders.AnnotationAppliedHash] = "older"
 				f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
 			},
 			want: []string{"patch serviceaccounts fix-bug-sa"},
@@ -433,7 +432,7 @@ func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 			c, tk := f.provisionedTask()
 			tc.change(f, c, tk)
 			f.resetActions()
-			if _, err := c.syncTask(f.ctx, key(tk)); err != nil {
+			if _, err := c.sync(f.ctx, key(tk)); err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tc.want, f.writes()); diff != "" {
@@ -465,7 +464,7 @@ func TestARefusedChildApplyIsInTheStatusAndRetried(t *testing.T) {
 			errors.New("denied by policy no-egress-changes"))
 	})
 	c := f.taskController()
-	if _, err := c.syncTask(f.ctx, key(tk)); err == nil || !strings.Contains(err.Error(), "denied by policy no-egress-changes") {
+	if _, err := c.sync(f.ctx, key(tk)); err == nil || !strings.Contains(err.Error(), "denied by policy no-egress-changes") {
 		t.Fatalf("sync error %v, want the refusal, so that the queue retries", err)
 	}
 	applied := statusApplies(t, f.caliban.Actions())
@@ -491,7 +490,7 @@ func TestARefusedChildApplyIsInTheStatusAndRetried(t *testing.T) {
 	}
 	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
 	f.resetActions()
-	if _, err := c.syncTask(f.ctx, key(tk)); err == nil {
+	if _, err := c.sync(f.ctx, key(tk)); err == nil {
 		t.Fatal("the second sync succeeded, want the same refusal")
 	}
 	if w := f.writes(); len(w) != 1 || w[0] != "patch networkpolicies fix-bug-netpol" {

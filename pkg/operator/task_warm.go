@@ -60,14 +60,11 @@ func (c *TaskController) warmOffer(ws *calibanv1alpha1.Workspace) builders.WarmO
 // applyWarm keeps a warm task's children (docs/adr/0026-warm-start.md): its
 // claim, its NetworkPolicy for the pod with the claim's UID, and, on the
 // Sandbox the claim holds, the task's labels and mode. It returns the task
-// as it stands after any status write, the Sandbox as the status
-// derivation reads it (nil until the claim holds one), whether the APIs
-// are missing, and how soon to look again.
-func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, fresh *extv1beta1.SandboxClaim, mode sandboxv1beta1.OperatingMode) (*calibanv1alpha1.CalibanTask, *sandboxv1beta1.Sandbox, bool, time.Duration, error) {
+// as it stands after any status write, and what it found.
+func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, fresh *extv1beta1.SandboxClaim, mode sandboxv1beta1.OperatingMode) (*calibanv1alpha1.CalibanTask, applied, error) {
 	if !c.warm.API.Served() || !c.sandboxAPI.Served() {
-		return task, nil, true, 0, nil
+		return task, applied{apiMissing: true}, nil
 	}
-	ns := task.Namespace
 	claim := fresh
 	if claim == nil {
 		claim = c.claimOf(task)
@@ -77,7 +74,7 @@ func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.Ca
 		// same claim in the one case, a new one in the other.
 		var err error
 		if claim, err = c.applyClaim(ctx, task); err != nil {
-			return task, nil, false, 0, err
+			return task, applied{}, err
 		}
 	}
 	if ref := task.Status.Launch.Claim; ref == nil || ref.UID != claim.UID {
@@ -85,131 +82,155 @@ func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.Ca
 		launch := *task.Status.Launch
 		launch.Claim = &calibanv1alpha1.ClaimReference{Name: claim.Name, UID: claim.UID}
 		in.Launch = &launch
-		written, err := c.writeStatus(ctx, task, *in)
+		written, err := c.record(ctx, task, *in, anyVersion)
 		if err != nil {
-			return task, nil, false, 0, err
+			return task, applied{}, err
 		}
 		task, in.Task = written, written
 	}
-	want, err := c.children.Want(task, in.Pin)
-	if err != nil {
-		return task, nil, false, 0, err
+	if err := c.applyWarmPolicy(ctx, task, in.Pin); err != nil {
+		return task, applied{}, err
 	}
-	npName := builders.NetworkPolicyName(task.Name)
-	npView := c.children.View(freshness.NetworkPolicy, ns, npName)
-	// A warm task's next sync comes as soon as agent-sandbox hands over
-	// its Sandbox, often before the watch brings the policy just applied.
-	applied, _ := c.appliedPolicies.Load(task.UID)
-	if c.children.Stale(freshness.NetworkPolicy, npView, want) && (npView != nil || applied != want.NetworkPolicy) {
-		d, err := want.Render()
-		if err != nil {
-			return task, nil, false, 0, err
-		}
-		if d.NetworkPolicy != nil {
-			if _, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), npName, d.NetworkPolicy); err != nil {
-				return task, nil, false, 0, fmt.Errorf("applying NetworkPolicy %s: %w", npName, err)
-			}
-			c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
-		}
-	}
-
 	name := claim.Status.Sandbox.Name
 	if name == "" {
 		// The claim's status brings the name, and wakes the task.
-		return task, nil, false, 0, nil
+		return task, applied{}, nil
 	}
-	view := c.children.View(freshness.Sandbox, ns, name)
+	return c.takeClaimed(ctx, task, in, claim, name, mode)
+}
+
+// applyWarmPolicy applies a warm task's NetworkPolicy, for the pod with its
+// claim's UID, when it is not what the task wants.
+func (c *TaskController) applyWarmPolicy(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) error {
+	want, err := c.children.Want(task, pin)
+	if err != nil {
+		return err
+	}
+	defer recordRendered(ctx, want)
+	name := builders.NetworkPolicyName(task.Name)
+	view := c.children.View(freshness.NetworkPolicy, task.Namespace, name)
+	// A warm task's next sync comes as soon as agent-sandbox hands over
+	// its Sandbox, often before the watch brings the policy just applied.
+	applied, _ := c.appliedPolicies.Load(task.UID)
+	if want.Plan(freshness.NetworkPolicy, view, "") == freshness.Keep || (view == nil && applied == want.NetworkPolicy) {
+		return nil
+	}
+	d, err := want.Render()
+	if err != nil || d.NetworkPolicy == nil {
+		return err
+	}
+	if _, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(task.Namespace), name, d.NetworkPolicy); err != nil {
+		return fmt.Errorf("applying NetworkPolicy %s: %w", name, err)
+	}
+	c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
+	return nil
+}
+
+// takeClaimed makes the Sandbox name, which the task's claim holds, the
+// task's: its labels and its mode. Before the task runs anywhere, a Sandbox
+// ready from the pool and of the task's rendering runs the task at once,
+// and the next pass labels it (docs/adr/0026-warm-start.md#running-first).
+// A Sandbox of another rendering that no agent ran in lets the claim go.
+func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput,
+	claim *extv1beta1.SandboxClaim, name string, mode sandboxv1beta1.OperatingMode) (*calibanv1alpha1.CalibanTask, applied, error) {
+	view := c.children.View(freshness.Sandbox, task.Namespace, name)
 	if view != nil && !metav1.IsControlledBy(view, claim) {
 		view = nil
 	}
 	switch {
-	case view != nil && freshness.LiveMode(view.OperatingMode) == mode:
+	case view != nil && view.Sandbox.Mode == mode:
 		c.taken.Delete(task.UID)
-		return task, view.Sandbox(), false, 0, nil
+		return task, applied{sandbox: view.Sandbox}, nil
 	case view != nil:
 		// A mode to change on a Sandbox the cache has: the task's own
 		// lifecycle.
-		if _, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(ns), name, builders.BuildClaimedSandbox(task, name, mode)); err != nil {
-			if apierrors.IsNotFound(err) {
-				return task, nil, false, 0, nil
-			}
-			return task, nil, false, 0, fmt.Errorf("applying Sandbox %s: %w", name, err)
+		if _, err := c.applyClaimedSandbox(ctx, task, name, mode); apierrors.IsNotFound(err) {
+			return task, applied{}, nil
+		} else if err != nil {
+			return task, applied{}, err
 		}
-		sb := view.Sandbox()
-		sb.Spec.OperatingMode = mode
-		return task, sb, false, 0, nil
+		return task, applied{sandbox: view.Sandbox.InMode(mode)}, nil
 	}
 	// Not in the cache: it carries none of the task's labels yet, or the
-	// watch has not brought them.
-	// read is the Sandbox as this task last read or took it.
+	// watch has not brought them. read is the Sandbox as this task last
+	// read or took it.
 	var read *takenSandbox
 	if t, ok := c.taken.Load(task.UID); ok && t.(*takenSandbox).name == name && t.(*takenSandbox).mode == mode {
 		read = t.(*takenSandbox)
 		if read.labelled {
-			return task, read.sandbox, false, 0, nil
+			return task, applied{sandbox: read.sandbox}, nil
 		}
 	}
 	r, err := builders.RenderWarm(task, in.Pin, c.settings)
 	if err != nil {
-		return task, nil, false, 0, err
+		return task, applied{}, err
 	}
 	template := builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash)
-	if startingUp(task) && mode == sandboxv1beta1.OperatingModeRunning {
-		// Before the task runs anywhere, read the Sandbox: ready from the
-		// pool, of the task's rendering, the task runs in it now, and the
-		// next pass takes it. Running waits for no write but its own
-		// (docs/adr/0026-warm-start.md#running-first).
+	starting := startingUp(task)
+	if starting && mode == sandboxv1beta1.OperatingModeRunning {
 		live, err := c.claimedLive(ctx, claim, name)
 		if err != nil || live == nil {
-			return task, nil, false, 0, err
+			return task, applied{}, err
 		}
 		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
 			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(template, got))
 		}
-		if freshness.LiveMode(live.Spec.OperatingMode) == mode && builders.SandboxServing(&live.Status) {
+		if builders.LiveMode(live.Spec.OperatingMode) == mode && builders.SandboxServing(&live.Status) {
 			c.starts.sandboxReady(task.UID, c.clock.Now())
-			c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: live})
-			return task, live, false, takeRequeue, nil
+			observed := builders.ObserveSandbox(live)
+			c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: live.Spec.OperatingMode})
+			return task, applied{sandbox: observed, after: takeRequeue}, nil
 		}
 	}
 	// A Sandbox read in the mode the task wants keeps its spec: a new
 	// spec is a new generation, which agent-sandbox answers with a status
 	// write of its own.
-	setMode := read == nil || freshness.LiveMode(read.sandbox.Spec.OperatingMode) != mode
+	setMode := read == nil || builders.LiveMode(read.spec) != mode
 	taken, err := c.takeSandbox(ctx, task, claim, name, template, mode, setMode)
 	switch {
 	case apierrors.IsNotFound(err):
-		return task, nil, false, 0, nil
+		return task, applied{}, nil
 	case apierrors.IsInvalid(err):
 		// A test of the patch failed: look at the Sandbox to tell why.
 		live, gerr := c.claimedLive(ctx, claim, name)
 		if gerr != nil || live == nil {
-			return task, nil, false, 0, gerr
+			return task, applied{}, gerr
 		}
 		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
-			if !startingUp(task) {
+			if !starting {
 				// An agent ran in it: the task keeps what it got, and the
 				// operator never restarts it.
 				klog.FromContext(ctx).Info("The Sandbox the task ran in is of another rendering; leaving it alone", "sandbox", name, "template", got, "want", template)
-				return task, live, false, 0, nil
+				return task, applied{sandbox: builders.ObserveSandbox(live)}, nil
 			}
 			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(template, got))
 		}
 		// Ours and of the task's rendering, with more than one owner:
 		// apply instead.
-		if taken, err = apply(ctx, writeSandbox, c.sandboxes.Sandboxes(ns), name, builders.BuildClaimedSandbox(task, name, mode)); err != nil {
-			return task, nil, false, 0, fmt.Errorf("applying Sandbox %s: %w", name, err)
+		if taken, err = c.applyClaimedSandbox(ctx, task, name, mode); err != nil {
+			return task, applied{}, err
 		}
 	case err != nil:
-		return task, nil, false, 0, fmt.Errorf("taking Sandbox %s: %w", name, err)
+		return task, applied{}, fmt.Errorf("taking Sandbox %s: %w", name, err)
 	}
-	if builders.SandboxServing(&taken.Status) && startingUp(task) {
+	if builders.SandboxServing(&taken.Status) && starting {
 		// Taken ready from the pool: its readiness is news to this task
 		// now, whenever the pool made it.
 		c.starts.sandboxReady(task.UID, c.clock.Now())
 	}
-	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: taken, labelled: true})
-	return task, taken, false, 0, nil
+	observed := builders.ObserveSandbox(taken)
+	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: taken.Spec.OperatingMode, labelled: true})
+	return task, applied{sandbox: observed}, nil
+}
+
+// applyClaimedSandbox applies the task's labels and mode to the Sandbox
+// name its claim holds.
+func (c *TaskController) applyClaimedSandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, name string, mode sandboxv1beta1.OperatingMode) (*sandboxv1beta1.Sandbox, error) {
+	sb, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode))
+	if err != nil {
+		return nil, fmt.Errorf("applying Sandbox %s: %w", name, err)
+	}
+	return sb, nil
 }
 
 // startingUp: the task has not yet run in the Sandbox its claim holds.
@@ -251,9 +272,11 @@ func (c *TaskController) claimedLive(ctx context.Context, claim *extv1beta1.Sand
 // takenSandbox is a claimed Sandbox the task read before it ran there,
 // or labelled, until the cache has it.
 type takenSandbox struct {
-	name     string
-	mode     sandboxv1beta1.OperatingMode
-	sandbox  *sandboxv1beta1.Sandbox
+	name    string
+	mode    sandboxv1beta1.OperatingMode
+	sandbox *builders.ObservedSandbox
+	// spec is the Sandbox's spec.operatingMode as read.
+	spec     sandboxv1beta1.OperatingMode
 	labelled bool
 }
 
@@ -307,18 +330,18 @@ func (c *TaskController) applyClaim(ctx context.Context, task *calibanv1alpha1.C
 // letClaimGo deletes the claim of a warm task whose Sandbox is not of its
 // pin's rendering (no agent has run in it: the task is not Running), and
 // records the cold launch that replaces it.
-func (c *TaskController) letClaimGo(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, claim *extv1beta1.SandboxClaim, launch calibanv1alpha1.Launch) (*calibanv1alpha1.CalibanTask, *sandboxv1beta1.Sandbox, bool, time.Duration, error) {
+func (c *TaskController) letClaimGo(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, claim *extv1beta1.SandboxClaim, launch calibanv1alpha1.Launch) (*calibanv1alpha1.CalibanTask, applied, error) {
 	klog.FromContext(ctx).Info("The warm pool served another rendering; letting the claim go and starting cold", "claim", claim.Name, "message", launch.Message)
 	if err := deleteOwned(ctx, c.warm.Client.SandboxClaims(task.Namespace), claim.Name, claim.UID); err != nil {
-		return task, nil, false, 0, err
+		return task, applied{}, err
 	}
 	in.Launch = &launch
-	written, err := c.writeStatus(ctx, task, *in)
+	written, err := c.record(ctx, task, *in, anyVersion)
 	if err != nil {
-		return task, nil, false, 0, err
+		return task, applied{}, err
 	}
 	in.Task = written
-	return written, nil, false, rolledRequeue, nil
+	return written, applied{after: rolledRequeue}, nil
 }
 
 // claimOf is the task's claim from the cache, or nil.

@@ -79,7 +79,11 @@ func childUpdateMatters(old, new any) bool {
 	if o.ResourceVersion == n.ResourceVersion {
 		return false
 	}
-	return o.Holds != n.Holds || o.OperatingMode != n.OperatingMode || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) ||
-		!apiequality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) ||
-		!apiequality.Semantic.DeepEqual(o.SandboxStatus, n.SandboxStatus)
+	if o.Holds != n.Holds || !o.DeletionTimestamp.Equal(n.DeletionTimestamp) || !apiequality.Semantic.DeepEqual(o.OwnerReferences, n.OwnerReferences) {
+		return true
+	}
+	if o.Sandbox == nil || n.Sandbox == nil {
+		return o.Sandbox != n.Sandbox
+	}
+	return o.Sandbox.Mode != n.Sandbox.Mode || !apiequality.Semantic.DeepEqual(o.Sandbox.Status, n.Sandbox.Status)
 }

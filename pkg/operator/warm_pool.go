@@ -172,7 +172,7 @@ func applyPoolChild[T interface {
 	runtime.ApplyConfiguration
 	WithAnnotations(map[string]string) T
 }](ctx context.Context, store cache.Store, ws *calibanv1alpha1.Workspace, name string, child T, write func(runtime.ApplyConfiguration) error) error {
-	hash, err := freshness.AppliedHash(child)
+	hash, err := builders.AppliedHash(child)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func applyPoolChild[T interface {
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Applying a warm pool's child", "name", name)
-	if err := write(child.WithAnnotations(map[string]string{freshness.AnnotationAppliedHash: hash})); err != nil {
+	if err := write(child.WithAnnotations(map[string]string{builders.AnnotationAppliedHash: hash})); err != nil {
 		return fmt.Errorf("applying %s/%s: %w", ws.Namespace, name, err)
 	}
 	return nil

@@ -80,7 +80,7 @@ func TestAWorkspaceKeepsTheWarmPoolItsSpecRenders(t *testing.T) {
 	sync := func() {
 		t.Helper()
 		f.resetActions()
-		if _, err := c.syncWorkspace(f.ctx, key(ws)); err != nil {
+		if _, err := c.sync(f.ctx, key(ws)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -188,7 +188,7 @@ func TestAWorkspaceSaysWhyItKeepsNoWarmPool(t *testing.T) {
 			f.seed(tc.ws, secret("key", "api-key"))
 			f.taskController()
 			c := f.workspaceController()
-			if _, err := c.syncWorkspace(f.ctx, key(tc.ws)); err != nil {
+			if _, err := c.sync(f.ctx, key(tc.ws)); err != nil {
 				t.Fatal(err)
 			}
 			if got := f.writes(); !slices.Equal(got, tc.writes) {
@@ -214,7 +214,7 @@ func warmFixture(t *testing.T) (*fixture, *TaskController, *calibanv1alpha1.Cali
 	f.seed(ws, tk, secret("key", "api-key"))
 	tc := f.taskController()
 	wc := f.workspaceController()
-	if _, err := wc.syncWorkspace(f.ctx, key(ws)); err != nil {
+	if _, err := wc.sync(f.ctx, key(ws)); err != nil {
 		t.Fatal(err)
 	}
 	f.feedBackPool(ws)
@@ -276,7 +276,7 @@ func (f *fixture) holdSandbox(tk *calibanv1alpha1.CalibanTask, name, template st
 func claimedFixture(t *testing.T, edit func(*sandboxv1beta1.Sandbox)) (*fixture, *TaskController, *calibanv1alpha1.CalibanTask) {
 	t.Helper()
 	f, tc, tk, template := warmFixture(t)
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
@@ -299,7 +299,7 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 	sync := func() *calibanv1alpha1.CalibanTask {
 		t.Helper()
 		f.resetActions()
-		if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+		if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 			t.Fatal(err)
 		}
 		stored, err := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
@@ -385,7 +385,7 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 // given the task's labels.
 func TestAWarmTaskTakesOnlyItsClaimsSandbox(t *testing.T) {
 	f, tc, tk := claimedFixture(t, func(sb *sandboxv1beta1.Sandbox) { sb.OwnerReferences[0].UID = "another-claim" })
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.writes(); len(got) != 0 {
@@ -401,14 +401,14 @@ func TestAWarmTaskTakesOnlyItsClaimsSandbox(t *testing.T) {
 
 func TestAWarmTaskServedAnotherRenderingStartsCold(t *testing.T) {
 	f, tc, tk, _ := warmFixture(t)
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
 	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
 	f.holdSandbox(tk, "ws-warm-x7k2p", "ws-warm-0000000000")
 	f.resetActions()
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.writes(); !slices.Contains(got, "delete sandboxclaims fix-bug-claim") || slices.Contains(got, "patch sandboxes ws-warm-x7k2p") {
@@ -424,7 +424,7 @@ func TestAWarmTaskServedAnotherRenderingStartsCold(t *testing.T) {
 	// The next sync starts it cold, with children of its own.
 	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
 	f.resetActions()
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	got := f.writes()
@@ -439,7 +439,7 @@ func TestAWarmTaskServedAnotherRenderingStartsCold(t *testing.T) {
 // the task takes it first, and runs once it serves.
 func TestAWarmTaskTakesASandboxThatIsNotReadyBeforeRunning(t *testing.T) {
 	f, tc, tk := claimedFixture(t, func(sb *sandboxv1beta1.Sandbox) { sb.Status.Conditions[0].Status = metav1.ConditionFalse })
-	if _, err := tc.syncTask(f.ctx, key(tk)); err != nil {
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := f.writes(), []string{"patch calibantasks/status fix-bug", "jsonpatch sandboxes ws-warm-x7k2p"}; !slices.Equal(got, want) {

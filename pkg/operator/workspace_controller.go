@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,7 +25,6 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
-	calibaninformers "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions/caliban/v1alpha1"
 	calibanlisters "github.com/caliban-ai/caliban-operator/pkg/generated/listers/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
@@ -59,36 +59,40 @@ type WorkspaceController struct {
 	warm     warmPools
 }
 
-// NewWorkspaceController wires the controller to the Workspace informer.
-func NewWorkspaceController(
-	caliban calibanclient.Interface,
-	kube kubernetes.Interface,
-	workspaces calibaninformers.WorkspaceInformer,
-	warm WarmPoolInformers,
-	settings config.AgentSettings,
-	recorder Recorder,
-	metrics *Metrics,
-	clk clock.PassiveClock,
-) (*WorkspaceController, error) {
+// NewWorkspaceController wires the controller to the Workspace informer
+// and the warm pools' informers.
+func NewWorkspaceController(d Deps) (*WorkspaceController, error) {
+	warm := d.Warm
 	c := &WorkspaceController{
-		loop:     newLoop(WorkspaceControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), metrics, nil),
-		caliban:  caliban,
-		kube:     kube,
-		lister:   workspaces.Lister(),
-		settings: settings,
-		recorder: recorder,
-		clock:    clk,
+		caliban:  d.Clients.Caliban,
+		kube:     d.Clients.Kube,
+		lister:   d.Workspaces.Lister(),
+		settings: d.Settings,
+		recorder: d.Recorder,
+		clock:    d.Clock,
 		warm: warmPools{
 			ext: warm.API, client: warm.Client, templates: warm.Templates.Lister(), pools: warm.Pools.Lister(),
 			serviceAccounts: warm.ServiceAccounts.Informer().GetStore(), networkPolicies: warm.NetworkPolicies.Informer().GetStore(),
 		},
 	}
-	c.sync = c.syncWorkspace
-	c.synced = []cache.InformerSynced{workspaces.Informer().HasSynced,
+	c.loop = newLoop(WorkspaceControllerName, rateLimiter(500*time.Millisecond, 5*time.Minute), d, nil)
+	// A trace per sync, not per Workspace: a Workspace lives on
+	// indefinitely and is looked at every 15 s while it is not Ready, which
+	// would grow one trace without end (docs/adr/0020-tracing.md).
+	c.sync = syncOf(c.loop, c.cachedWorkspace, span[*calibanv1alpha1.Workspace]{
+		name: workspaceSyncSpan, logKey: "workspace",
+		attributes: func(ws *calibanv1alpha1.Workspace) []attribute.KeyValue {
+			phase := string(ws.Status.Phase)
+			return []attribute.KeyValue{tracing.KeyNamespace.String(ws.Namespace), tracing.KeyWorkspaceName.String(ws.Name),
+				tracing.KeyWorkspaceUID.String(string(ws.UID)), tracing.KeyWorkspacePhaseBefore.String(phase),
+				tracing.KeyWorkspacePhaseAfter.String(phase)}
+		},
+	}, c.syncWorkspace)
+	c.synced = []cache.InformerSynced{d.Workspaces.Informer().HasSynced,
 		warm.ServiceAccounts.Informer().HasSynced, warm.NetworkPolicies.Informer().HasSynced,
 		// The extensions' caches run only once the API is served.
 		warm.API.HasSynced}
-	if _, err := workspaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := d.Workspaces.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: c.enqueue,
 		UpdateFunc: func(old, new any) {
 			if old.(*calibanv1alpha1.Workspace).ResourceVersion == new.(*calibanv1alpha1.Workspace).ResourceVersion {
@@ -187,26 +191,17 @@ func (c *WorkspaceController) enqueueWarm() {
 // Run processes the queue with workers until ctx is done.
 func (c *WorkspaceController) Run(ctx context.Context, workers int) error { return c.run(ctx, workers) }
 
-func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.ObjectName) (after time.Duration, err error) {
-	logger := klog.FromContext(ctx).WithValues("workspace", key)
+// cachedWorkspace reads a Workspace from its cache.
+func (c *WorkspaceController) cachedWorkspace(key cache.ObjectName) (*calibanv1alpha1.Workspace, bool, error) {
 	ws, err := c.lister.Workspaces(key.Namespace).Get(key.Name)
 	if apierrors.IsNotFound(err) {
-		return 0, nil
+		return nil, false, nil
 	}
-	if err != nil {
-		return 0, err
-	}
-	// A trace per sync, not per Workspace: a Workspace lives on
-	// indefinitely and is looked at every 15 s while it is not Ready, which
-	// would grow one trace without end (docs/adr/0020-tracing.md).
-	ctx, span := c.tracer.StartSync(ctx, workspaceSyncSpan, ws.UID, false)
-	if span != nil {
-		phase := string(ws.Status.Phase)
-		span.SetAttributes(tracing.KeyNamespace.String(ws.Namespace), tracing.KeyWorkspaceName.String(ws.Name),
-			tracing.KeyWorkspaceUID.String(string(ws.UID)), tracing.KeyWorkspacePhaseBefore.String(phase),
-			tracing.KeyWorkspacePhaseAfter.String(phase))
-	}
-	defer func() { span.End(after, err) }()
+	return ws, err == nil, err
+}
+
+func (c *WorkspaceController) syncWorkspace(ctx context.Context, ws *calibanv1alpha1.Workspace) (time.Duration, error) {
+	logger := klog.FromContext(ctx)
 	if ws.DeletionTimestamp != nil {
 		return 0, nil
 	}
@@ -223,9 +218,9 @@ func (c *WorkspaceController) syncWorkspace(ctx context.Context, key cache.Objec
 	if builders.WorkspaceStatusChanged(ws.Status, desired) {
 		logger.V(4).Info("Applying status", "phase", desired.Phase)
 		if _, err := applyWorkspaceStatus(ctx, c.caliban, ws, desired); err != nil {
-			return 0, fmt.Errorf("applying status of Workspace %s: %w", key, err)
+			return 0, fmt.Errorf("applying status of Workspace %s/%s: %w", ws.Namespace, ws.Name, err)
 		}
-		if span != nil {
+		if span := tracing.SyncFrom(ctx); span != nil {
 			span.SetAttributes(tracing.KeyWorkspacePhaseAfter.String(string(desired.Phase)))
 		}
 		if ws.Status.Phase != desired.Phase {

@@ -36,7 +36,7 @@ func TestSyncWorkspace(t *testing.T) {
 				f.seed(secret("key", "api-key"))
 			}
 			c := f.workspaceController()
-			after, err := c.syncWorkspace(f.ctx, key(tc.ws))
+			after, err := c.sync(f.ctx, key(tc.ws))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestSyncWorkspace(t *testing.T) {
 			f.cache(f.calibanInformers.Caliban().V1alpha1().Workspaces().Informer(), stored)
 			f.resetActions()
 			f.clock.Step(time.Minute)
-			if _, err := c.syncWorkspace(f.ctx, key(tc.ws)); err != nil {
+			if _, err := c.sync(f.ctx, key(tc.ws)); err != nil {
 				t.Fatal(err)
 			}
 			if w := f.writes(); len(w) != 0 {

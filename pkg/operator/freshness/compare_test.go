@@ -179,7 +179,7 @@ func BenchmarkHoldsSandbox(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	want, _, err := tr.desiredSandbox(task, task.Status.ResolvedWorkspace, "")
+	want, _, err := tr.renderer.Sandbox(task, task.Status.ResolvedWorkspace, "")
 	if err != nil {
 		b.Fatal(err)
 	}

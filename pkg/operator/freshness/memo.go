@@ -10,13 +10,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
 // Hashes are the applied hashes of a task's three desired children, for
 // one resourceVersion of the task.
 type Hashes struct {
-	ResourceVersion                        string
-	ServiceAccount, NetworkPolicy, Sandbox string
+	ResourceVersion string
+	builders.ChildHashes
 }
 
 // of is the hash of one kind of child.
@@ -81,8 +82,8 @@ func (m *memo) record(task *calibanv1alpha1.CalibanTask, kind Kind, hash string)
 }
 
 // recordAll sets all three hashes for the task's resourceVersion.
-func (m *memo) recordAll(task *calibanv1alpha1.CalibanTask, all Hashes) {
-	m.update(task, func(h *Hashes) { *h = all })
+func (m *memo) recordAll(task *calibanv1alpha1.CalibanTask, all builders.ChildHashes) {
+	m.update(task, func(h *Hashes) { h.ChildHashes = all })
 }
 
 func (m *memo) update(task *calibanv1alpha1.CalibanTask, set func(*Hashes)) {

@@ -15,6 +15,7 @@ import (
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
+	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
 )
 
 // Kind is a kind of child of a task.
@@ -40,10 +41,9 @@ func (k Kind) keepsRendering() bool { return k != ServiceAccount }
 // Tracker keeps the children's caches as views and answers whether a child
 // holds what its task wants. One per leadership term, like the caches.
 type Tracker struct {
-	settings config.AgentSettings
-	// fingerprint names how settings render children
-	// (builders.RenderingFingerprint).
-	fingerprint string
+	// renderer renders what a task wants, stamped with the fingerprint of
+	// the settings (builders.RenderingFingerprint).
+	renderer builders.Renderer
 	// owner is the pinned or unpinned task that controls a child, from the
 	// task cache with the operator's own recent writes on top, or nil.
 	owner  func(child metav1.Object) *calibanv1alpha1.CalibanTask
@@ -57,11 +57,11 @@ type Tracker struct {
 // New is a Tracker rendering under settings; owner finds the task that
 // controls a child (nil for none).
 func New(settings config.AgentSettings, owner func(child metav1.Object) *calibanv1alpha1.CalibanTask) (*Tracker, error) {
-	fingerprint, err := builders.RenderingFingerprint(settings)
+	renderer, err := builders.NewRenderer(settings)
 	if err != nil {
 		return nil, err
 	}
-	return &Tracker{settings: settings, fingerprint: fingerprint, owner: owner}, nil
+	return &Tracker{renderer: renderer, owner: owner}, nil
 }
 
 // Track makes inf, the informer of one kind of child, keep views: the
@@ -96,17 +96,101 @@ func (t *Tracker) View(kind Kind, namespace, name string) *View {
 	return v
 }
 
-// Stale reports that a child of kind, as its cache keeps it (v, nil when
-// there is none), must be applied for w: it is missing, or does not hold
-// what w wants and is not kept.
-func (t *Tracker) Stale(kind Kind, v *View, w *Want) bool {
-	return v == nil || (v.Holds != w.of(kind) && !t.Kept(kind, v))
+// Plan is what a sync has to do for one child.
+type Plan int
+
+const (
+	// Keep: the child is there and holds what the task wants, or is kept
+	// as it is (ADR 0015), and is in the mode wanted.
+	Keep Plan = iota
+	// Apply: the child is missing, or does not hold what the task wants.
+	Apply
+	// ModeOnly: a Sandbox that holds what the task wants, or is kept,
+	// but is in another operatingMode.
+	ModeOnly
+)
+
+// Want is what one sync wants of a task's children: their hashes, from the
+// memo when the task has not changed since they were taken, and the
+// children themselves, rendered only when something has to be applied.
+type Want struct {
+	Hashes
+	tracker  *Tracker
+	task     *calibanv1alpha1.CalibanTask
+	pin      *calibanv1alpha1.ResolvedWorkspace
+	rendered *builders.Children
 }
 
-// Kept reports that a child of kind was rendered under other settings or
-// by another operator version, so it is kept as it is (ADR 0015).
-func (t *Tracker) Kept(kind Kind, v *View) bool {
-	return kind.keepsRendering() && v.RenderedBy != t.fingerprint
+// Want is what task wants under pin (its own pin, or the one about to be
+// written).
+func (t *Tracker) Want(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (*Want, error) {
+	w := &Want{tracker: t, task: task, pin: pin}
+	// The memo is keyed by the task alone: it serves only the task's own pin.
+	memoized := pin == task.Status.ResolvedWorkspace
+	if memoized {
+		if h, ok := t.memo.get(task); ok {
+			w.Hashes = h
+			return w, nil
+		}
+	}
+	d, err := t.renderer.Children(task, pin)
+	if err != nil {
+		return nil, err
+	}
+	if memoized {
+		t.memo.recordAll(task, d.Hashes)
+	}
+	w.Hashes, w.rendered = Hashes{ResourceVersion: task.ResourceVersion, ChildHashes: d.Hashes}, d
+	return w, nil
+}
+
+// Plan answers, for the child of kind as its cache keeps it (v, nil when
+// there is none), whether it is what the sync would write: a Sandbox in
+// mode, the others in none ("").
+func (w *Want) Plan(kind Kind, v *View, mode sandboxv1beta1.OperatingMode) Plan {
+	switch {
+	case v == nil:
+		return Apply
+	case v.Holds != w.of(kind) && !w.tracker.kept(kind, v):
+		return Apply
+	case v.Sandbox != nil && mode != "" && v.Sandbox.Mode != mode:
+		return ModeOnly
+	}
+	return Keep
+}
+
+// Kept reports that a child was rendered under other settings or by
+// another operator version, so it is kept as it is (ADR 0015).
+func (w *Want) Kept(kind Kind, v *View) bool { return v != nil && w.tracker.kept(kind, v) }
+
+func (t *Tracker) kept(kind Kind, v *View) bool {
+	return kind.keepsRendering() && v.RenderedBy != t.renderer.Fingerprint
+}
+
+// Render is the desired children, rendered once per Want.
+func (w *Want) Render() (*builders.Children, error) {
+	if w.rendered == nil {
+		d, err := w.tracker.renderer.Children(w.task, w.pin)
+		if err != nil {
+			return nil, err
+		}
+		w.rendered = d
+	}
+	return w.rendered, nil
+}
+
+// Rendered reports whether the Want had to render its children: the memo
+// did not know their hashes. The task sync's span says so.
+func (w *Want) Rendered() bool { return w.rendered != nil }
+
+// SandboxOver is the Sandbox to apply over live in mode
+// (builders.Renderer.SandboxOver).
+func (w *Want) SandboxOver(live *sandboxv1beta1.Sandbox, mode sandboxv1beta1.OperatingMode) (*sandboxac.SandboxApplyConfiguration, error) {
+	d, err := w.Render()
+	if err != nil {
+		return nil, err
+	}
+	return w.tracker.renderer.SandboxOver(w.task, w.pin, live, d.Sandbox, mode)
 }
 
 // Carry keeps the hashes known for from for to, a later version of the same
@@ -129,7 +213,7 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	case *corev1.ServiceAccount:
 		v := &View{ObjectMeta: compactMeta(o), Applied: appliedOfNonTask(o)}
 		if task := t.pinnedOwner(o); task != nil {
-			if want, hash, err := desiredServiceAccount(task, t.memo.partial(task).ServiceAccount); err == nil {
+			if want, hash, err := t.renderer.ServiceAccount(task, t.memo.partial(task).ServiceAccount); err == nil {
 				t.memo.record(task, ServiceAccount, hash)
 				if want != nil && upToDate(o, want, hash) {
 					v.Holds = hash
@@ -140,7 +224,7 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Applied: appliedOfNonTask(o)}
 		if task := t.pinnedOwner(o); task != nil {
-			if want, hash, err := t.desiredNetworkPolicy(task, task.Status.ResolvedWorkspace, t.memo.partial(task).NetworkPolicy); err == nil {
+			if want, hash, err := t.renderer.NetworkPolicy(task, task.Status.ResolvedWorkspace, t.memo.partial(task).NetworkPolicy); err == nil {
 				t.memo.record(task, NetworkPolicy, hash)
 				if want != nil && upToDate(o, want, hash) {
 					v.Holds = hash
@@ -151,17 +235,15 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	case *sandboxv1beta1.Sandbox:
 		// A copy: a pointer into o would keep all of o, pod template and
 		// all, alive for as long as the view.
-		status := o.Status
-		v := &View{ObjectMeta: compactMeta(o), SandboxStatus: &status, OperatingMode: o.Spec.OperatingMode,
-			RenderedBy: t.renderedBy(o), CalibandPort: builders.CalibandPortOf(&o.Spec.PodTemplate.Spec), Launch: launchType(o.Labels)}
+		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Sandbox: builders.ObserveSandbox(o)}
 		if task := t.pinnedOwner(o); task != nil {
 			// Hashing the rendered Sandbox costs more than rendering it; the
 			// hash is taken once per version of the task.
-			if want, hash, err := t.desiredSandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(task).Sandbox); err == nil && want != nil {
+			if want, hash, err := t.renderer.Sandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(task).Sandbox); err == nil && want != nil {
 				t.memo.record(task, Sandbox, hash)
 				// The comparison skips the apply configuration's kind, which
 				// a watch does not decode; the mode is compared on its own
-				// (see View.OperatingMode). want is this call's own
+				// (see View.Sandbox). want is this call's own
 				// rendering, and its hash was taken before.
 				want.Spec.OperatingMode = nil
 				if upToDate(o, want, hash) {
@@ -174,18 +256,6 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	return obj, nil
 }
 
-// launchType is a Sandbox's launch-type label, as one of two shared
-// strings.
-func launchType(labels map[string]string) string {
-	switch labels[builders.LabelLaunchType] {
-	case builders.LaunchTypeWarm:
-		return builders.LaunchTypeWarm
-	case builders.LaunchTypeCold:
-		return builders.LaunchTypeCold
-	}
-	return ""
-}
-
 // appliedOfNonTask is the applied-hash annotation of an object no task
 // controls (a warm pool's), which its own controller compares; "" for a
 // task's child, whose verdict is Holds.
@@ -193,7 +263,7 @@ func appliedOfNonTask(o metav1.Object) string {
 	if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "CalibanTask" {
 		return ""
 	}
-	return o.GetAnnotations()[AnnotationAppliedHash]
+	return o.GetAnnotations()[builders.AnnotationAppliedHash]
 }
 
 // pinnedOwner is the pinned task that controls a child, or nil.
@@ -208,9 +278,9 @@ func (t *Tracker) pinnedOwner(child metav1.Object) *calibanv1alpha1.CalibanTask 
 // fingerprint's string when it is the same: every child of a fleet carries
 // the same few values, and the caches keep one copy of each.
 func (t *Tracker) renderedBy(obj metav1.Object) string {
-	v := obj.GetAnnotations()[AnnotationRenderedBy]
-	if v == t.fingerprint {
-		return t.fingerprint
+	v := obj.GetAnnotations()[builders.AnnotationRenderedBy]
+	if v == t.renderer.Fingerprint {
+		return t.renderer.Fingerprint
 	}
 	return v
 }
@@ -220,5 +290,5 @@ func (t *Tracker) renderedBy(obj metav1.Object) string {
 // and every value desired sets. Fields others set (agent-sandbox's status,
 // another manager's annotation) do not matter.
 func upToDate(live metav1.Object, desired any, hash string) bool {
-	return live.GetAnnotations()[AnnotationAppliedHash] == hash && holds(live, desired)
+	return live.GetAnnotations()[builders.AnnotationAppliedHash] == hash && holds(live, desired)
 }

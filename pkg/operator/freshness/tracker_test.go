@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
@@ -123,7 +125,7 @@ func TestAChildIsCheckedAgainstWhatItsTaskWants(t *testing.T) {
 			owner: task, child: func(sa *corev1.ServiceAccount) { sa.AutomountServiceAccountToken = new(true) },
 		},
 		"a child of an earlier rendering does not": {
-			owner: task, child: func(sa *corev1.ServiceAccount) { sa.Annotations[AnnotationAppliedHash] = "older" },
+			owner: task, child: func(sa *corev1.ServiceAccount) { sa.Annotations[builders.AnnotationAppliedHash] = "older" },
 		},
 		"a child of no known task vouches for nothing": {},
 		"a child of a task not pinned yet vouches for nothing": {
@@ -206,7 +208,7 @@ func TestTheOperatorsOwnWriteKeepsTheChildHashes(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			var m memo
-			known := Hashes{ServiceAccount: "sa", NetworkPolicy: "np", Sandbox: "sb"}
+			known := builders.ChildHashes{ServiceAccount: "sa", NetworkPolicy: "np", Sandbox: "sb"}
 			m.recordAll(tc.from, known)
 			m.carry(tc.from, tc.to)
 			got, ok := m.get(tc.to)
@@ -220,33 +222,46 @@ func TestTheOperatorsOwnWriteKeepsTheChildHashes(t *testing.T) {
 	}
 }
 
-func TestStale(t *testing.T) {
+func TestPlanSaysWhatASyncWrites(t *testing.T) {
 	task := pinnedTask()
 	tr := trackerOf(t, task)
 	w, err := tr.Want(task, task.Status.ResolvedWorkspace)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fp := tr.renderer.Fingerprint
+	running, suspended := sandboxv1beta1.OperatingModeRunning, sandboxv1beta1.OperatingModeSuspended
+	sandbox := func(holds, renderedBy string, mode sandboxv1beta1.OperatingMode) *View {
+		return &View{Holds: holds, RenderedBy: renderedBy, Sandbox: &builders.ObservedSandbox{Mode: mode}}
+	}
 	tests := map[string]struct {
-		kind  Kind
-		view  *View
-		stale bool
+		kind Kind
+		view *View
+		mode sandboxv1beta1.OperatingMode
+		want Plan
 	}{
-		"a missing child is applied":               {kind: ServiceAccount, stale: true},
-		"a child that holds what is wanted is not": {kind: NetworkPolicy, view: &View{Holds: w.NetworkPolicy, RenderedBy: tr.fingerprint}},
+		"a missing child is applied":                {kind: ServiceAccount, want: Apply},
+		"a child that holds what is wanted is kept": {kind: NetworkPolicy, view: &View{Holds: w.NetworkPolicy, RenderedBy: fp}, want: Keep},
 		"a child of this rendering that does not hold it is applied": {
-			kind: Sandbox, view: &View{Holds: "", RenderedBy: tr.fingerprint}, stale: true,
+			kind: Sandbox, view: sandbox("", fp, running), mode: running, want: Apply,
 		},
-		"a Sandbox of another rendering is kept":                {kind: Sandbox, view: &View{RenderedBy: "other"}},
-		"a Sandbox of a release before the fingerprint is kept": {kind: Sandbox, view: &View{}},
+		"a Sandbox that holds it in another mode gets its mode only": {
+			kind: Sandbox, view: sandbox(w.Sandbox, fp, running), mode: suspended, want: ModeOnly,
+		},
+		"a Sandbox that holds it in the mode wanted is kept": {
+			kind: Sandbox, view: sandbox(w.Sandbox, fp, suspended), mode: suspended, want: Keep,
+		},
+		"a Sandbox of another rendering is kept":                {kind: Sandbox, view: sandbox("", "other", running), mode: running, want: Keep},
+		"a Sandbox of another rendering gets its mode only":     {kind: Sandbox, view: sandbox("", "other", running), mode: suspended, want: ModeOnly},
+		"a Sandbox of a release before the fingerprint is kept": {kind: Sandbox, view: sandbox("", "", running), mode: running, want: Keep},
 		"a ServiceAccount carries no fingerprint and is never kept": {
-			kind: ServiceAccount, view: &View{}, stale: true,
+			kind: ServiceAccount, view: &View{}, want: Apply,
 		},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			if got := tr.Stale(tc.kind, tc.view, w); got != tc.stale {
-				t.Errorf("Stale = %v, want %v", got, tc.stale)
+			if got := w.Plan(tc.kind, tc.view, tc.mode); got != tc.want {
+				t.Errorf("Plan = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -47,6 +47,11 @@ const (
 	// serviceaccount, networkpolicy, sandbox, finalizer, delete. Empty for
 	// a sync that wrote nothing.
 	KeyWrites = attribute.Key("caliban.sync.writes")
+	// KeyRendered is true on a task sync that had to render the task's
+	// children to learn what they hash to: the first after a change of
+	// the task, or after a restart before the children's caches filled the
+	// memo. A steady state renders nothing.
+	KeyRendered = attribute.Key("caliban.sync.rendered_children")
 	// KeyRequeueAfter is when the sync asked to look again, in seconds;
 	// absent when it did not (an error retries with backoff instead).
 	KeyRequeueAfter = attribute.Key("caliban.sync.requeue_after_seconds")

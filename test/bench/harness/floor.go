@@ -281,7 +281,7 @@ func (f *floorClient) running(ctx context.Context, key string) error {
 		return fmt.Errorf("the bare client's own pin of %s/%s: %s", task.Namespace, task.Name, problem.Message)
 	}
 	status := builders.TaskStatus(builders.TaskStatusInput{
-		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture, Sandbox: sb, Now: metav1.Now(),
+		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture, Sandbox: builders.ObserveSandbox(sb), Now: metav1.Now(),
 		PinSignature: task.Status.PinSignature,
 	}, f.settings)
 	if err := f.applyStatus(ctx, task, status); err != nil {

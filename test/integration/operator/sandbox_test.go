@@ -15,7 +15,6 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
-	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -48,10 +47,10 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 		// Make the operator apply the Sandbox again: take away a field it
 		// owns. Its apply must restore that and leave the test's
 		// annotations alone.
-		annotateSandbox(t, ns, sbx, map[string]*string{freshness.AnnotationAppliedHash: nil})
+		annotateSandbox(t, ns, sbx, map[string]*string{builders.AnnotationAppliedHash: nil})
 		framework.Eventually(t, settleTimeout, func() error {
 			ann := getSandbox(t, ns, sbx).GetAnnotations()
-			if ann[freshness.AnnotationAppliedHash] == "" {
+			if ann[builders.AnnotationAppliedHash] == "" {
 				return errors.New("the operator has not re-applied the Sandbox")
 			}
 			if ann[annotationSandbox] != "not-ready" || ann[annotationMessage] != message {
