@@ -14,9 +14,10 @@
 //     of it, a method called on it, or a struct literal holding it is not
 //     a pass.
 //   - Only calls whose callee is a function or a method of this module,
-//     resolved statically, are stops; calls through interfaces or function
-//     values cannot be followed by reading, and the module's code ends at
-//     its packages.
+//     resolved statically, or a function literal the walked function
+//     assigned to a local variable, are stops; calls through interfaces or
+//     other function values cannot be followed by reading, and the
+//     module's code ends at its packages.
 //   - Each call site is a stop. A callee's body is walked the first time
 //     it is reached, following the parameter that received the value,
 //     unless the callee is in a leaf package: pkg/builders by default.
@@ -45,9 +46,10 @@ func main() {
 	start := flag.String("from", "(*github.com/caliban-ai/caliban-operator/pkg/operator.TaskController).reconcile", "function to start from")
 	param := flag.String("param", "task", "parameter of the start function to follow")
 	quiet := flag.Bool("q", false, "print the summary only")
+	perCaller := flag.Bool("once-per-caller", false, "count a callee once per caller, however many calls it has there")
 	leaves := flag.String("leaves", "github.com/caliban-ai/caliban-operator/pkg/builders", "comma-separated packages whose functions are stops but are not walked into")
 	flag.Parse()
-	w, err := Walk(*pkgPattern, *start, *param, strings.Split(*leaves, ","))
+	w, err := Walk(*pkgPattern, *start, *param, strings.Split(*leaves, ","), *perCaller)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "walk:", err)
 		os.Exit(1)
@@ -88,19 +90,21 @@ type walker struct {
 	visited map[string]bool
 	leaves  map[string]bool
 	root    string
-	res     Result
+	// oncePerCaller counts a callee once per caller.
+	oncePerCaller bool
+	res           Result
 }
 
 // Walk loads pattern and walks param of the function named from (as
 // types.Func.FullName prints it).
-func Walk(pattern, from, param string, leaves []string) (*Result, error) {
+func Walk(pattern, from, param string, leaves []string, oncePerCaller bool) (*Result, error) {
 	cfg := &packages.Config{Mode: packages.NeedName | packages.NeedFiles | packages.NeedSyntax | packages.NeedTypes | packages.NeedTypesInfo | packages.NeedModule}
 	pkgs, err := packages.Load(cfg, pattern)
 	if err != nil {
 		return nil, err
 	}
 	w := &walker{decls: map[*types.Func]*ast.FuncDecl{}, infos: map[*ast.FuncDecl]*types.Info{}, walked: map[*types.Func]bool{}, visited: map[string]bool{},
-		leaves: map[string]bool{}}
+		leaves: map[string]bool{}, oncePerCaller: oncePerCaller}
 	for _, l := range leaves {
 		if l != "" {
 			w.leaves[l] = true
@@ -170,12 +174,65 @@ func paramNamed(info *types.Info, fd *ast.FuncDecl, name string) *types.Var {
 func (w *walker) walk(fn *types.Func, v *types.Var, depth int) {
 	w.walked[fn] = true
 	decl := w.decls[fn]
-	info := w.infos[decl]
-	from := w.file(decl)
-	ast.Inspect(decl.Body, func(n ast.Node) bool {
+	w.walkBody(fn.Name(), decl.Body, w.infos[decl], w.file(decl), localFuncs(w.infos[decl], decl.Body), v, depth, map[*ast.FuncLit]bool{})
+}
+
+// localFuncs are the function literals body assigns to local variables.
+func localFuncs(info *types.Info, body *ast.BlockStmt) map[*types.Var]*ast.FuncLit {
+	out := map[*types.Var]*ast.FuncLit{}
+	ast.Inspect(body, func(n ast.Node) bool {
+		as, ok := n.(*ast.AssignStmt)
+		if !ok || len(as.Lhs) != len(as.Rhs) {
+			return true
+		}
+		for i, rhs := range as.Rhs {
+			lit, ok := rhs.(*ast.FuncLit)
+			id, isID := as.Lhs[i].(*ast.Ident)
+			if !ok || !isID {
+				continue
+			}
+			if v, ok := info.Defs[id].(*types.Var); ok {
+				out[v] = lit
+			} else if v, ok := info.Uses[id].(*types.Var); ok {
+				out[v] = lit
+			}
+		}
+		return true
+	})
+	return out
+}
+
+// walkBody follows v through body, a function's or a local function
+// literal's, in file from.
+func (w *walker) walkBody(caller string, body *ast.BlockStmt, info *types.Info, from string, locals map[*types.Var]*ast.FuncLit, v *types.Var, depth int, litWalked map[*ast.FuncLit]bool) {
+	seen := map[any]bool{}
+	ast.Inspect(body, func(n ast.Node) bool {
 		call, ok := n.(*ast.CallExpr)
 		if !ok {
 			return true
+		}
+		if id, ok := ast.Unparen(call.Fun).(*ast.Ident); ok {
+			if fv, ok := info.Uses[id].(*types.Var); ok && locals[fv] != nil {
+				lit := locals[fv]
+				for i, arg := range call.Args {
+					if !isVar(info, arg, v) {
+						continue
+					}
+					if w.oncePerCaller && seen[lit] {
+						break
+					}
+					seen[lit] = true
+					w.res.Stops = append(w.res.Stops, Stop{Caller: caller, Callee: id.Name + " (local func)", File: from, Depth: depth})
+					if !litWalked[lit] {
+						litWalked[lit] = true
+						if p := litParamAt(info, lit, i); p != nil {
+							w.walkBody(id.Name, lit.Body, info, from, locals, p, depth+1, litWalked)
+						}
+					}
+					break
+				}
+				return true
+			}
 		}
 		callee := calleeOf(info, call)
 		if callee == nil || w.decls[callee] == nil {
@@ -185,11 +242,15 @@ func (w *walker) walk(fn *types.Func, v *types.Var, depth int) {
 			if !isVar(info, arg, v) {
 				continue
 			}
+			if w.oncePerCaller && seen[callee] {
+				break
+			}
+			seen[callee] = true
 			cdecl := w.decls[callee]
 			to := w.file(cdecl)
 			back := to != from && w.visited[to]
 			w.visited[to] = true
-			w.res.Stops = append(w.res.Stops, Stop{Caller: fn.Name(), Callee: callee.FullName(), File: to, Depth: depth, Return: back})
+			w.res.Stops = append(w.res.Stops, Stop{Caller: caller, Callee: callee.FullName(), File: to, Depth: depth, Return: back})
 			if back {
 				w.res.Returns++
 			}
@@ -253,6 +314,11 @@ func isVar(info *types.Info, e ast.Expr, v *types.Var) bool {
 		return info.Uses[x] == v
 	}
 	return false
+}
+
+// litParamAt is paramAt for a function literal.
+func litParamAt(info *types.Info, lit *ast.FuncLit, i int) *types.Var {
+	return paramAt(info, &ast.FuncDecl{Type: lit.Type}, i)
 }
 
 // paramAt is the parameter that receives argument i (the variadic one for

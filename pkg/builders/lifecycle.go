@@ -222,6 +222,25 @@ func NextLifecycleWake(task *calibanv1alpha1.CalibanTask, completion *metav1.Tim
 	return at.Sub(now)
 }
 
+// LifecycleDue says, for a pinned task whose status was just derived with
+// completion, whether its ttlSecondsAfterFinished has run out (it is
+// deleted now), and otherwise how long until its sync must look again by
+// itself (NextLifecycleWake).
+func LifecycleDue(task *calibanv1alpha1.CalibanTask, completion *metav1.Time, now time.Time) (expired bool, wake time.Duration) {
+	if expiry := Expiry(task, completion); !expiry.IsZero() && !now.Before(expiry) {
+		return true, 0
+	}
+	return false, NextLifecycleWake(task, completion, now)
+}
+
+// DrainFinalizerChange says whether a pinned task should hold the drain
+// finalizer (WantsDrain), and whether that is a change from what it
+// carries.
+func DrainFinalizerChange(task *calibanv1alpha1.CalibanTask) (hold, change bool) {
+	hold = WantsDrain(task)
+	return hold, hold != HasDrainFinalizer(task)
+}
+
 func deadlineMessage(task *calibanv1alpha1.CalibanTask) string {
 	return fmt.Sprintf("the task ran longer than lifecycle.activeDeadlineSeconds (%ds from its start at %s)",
 		*task.Spec.Lifecycle.ActiveDeadlineSeconds, startTime(task).UTC().Format(time.RFC3339))

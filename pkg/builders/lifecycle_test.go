@@ -319,6 +319,14 @@ func TestNextLifecycleWake(t *testing.T) {
 			if (tc.expiry == nil) != got.IsZero() || (tc.expiry != nil && !got.Equal(tc.expiry.Time)) {
 				t.Errorf("Expiry = %v, want %v", got, tc.expiry)
 			}
+			wantExpired := tc.expiry != nil && !tc.now.Before(tc.expiry)
+			wantWake := tc.wake
+			if wantExpired {
+				wantWake = 0
+			}
+			if expired, wake := LifecycleDue(tc.task, tc.completion, tc.now.Time); expired != wantExpired || wake != wantWake {
+				t.Errorf("LifecycleDue = %v, %s; want %v, %s", expired, wake, wantExpired, wantWake)
+			}
 		})
 	}
 }
@@ -398,6 +406,14 @@ func TestLifecycleProblemAndDrainWish(t *testing.T) {
 			}
 			if got := WantsDrain(task); got != tc.drain {
 				t.Errorf("WantsDrain = %v, want %v", got, tc.drain)
+			}
+			for _, holding := range []bool{false, true} {
+				if holding {
+					task.Finalizers = []string{"other", calibanv1alpha1.FinalizerDrain}
+				}
+				if hold, change := DrainFinalizerChange(task); hold != tc.drain || change != (tc.drain != holding) {
+					t.Errorf("holding the finalizer %v: DrainFinalizerChange = %v, %v; want %v, %v", holding, hold, change, tc.drain, tc.drain != holding)
+				}
 			}
 		})
 	}

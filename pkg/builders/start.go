@@ -90,14 +90,15 @@ func Starting(st calibanv1alpha1.CalibanTaskStatus) bool {
 }
 
 // StartDurations is how long each stage of a task's first start took, the
-// task turning Running at now. task is the task as it stood before that
-// (created, pinned), sandbox its Sandbox as the status derivation read it
-// (nil when unknown). A stage neither the marks nor the objects can time is
-// left out; a negative span, clocks disagreeing, counts as zero.
-func StartDurations(task *calibanv1alpha1.CalibanTask, sandbox *ObservedSandbox, marks StartMarks, now time.Time) []StageDuration {
-	objects := StartMarks{Created: task.CreationTimestamp.Time}
-	if task.Status.StartTime != nil {
-		objects.Pinned = task.Status.StartTime.Time
+// task turning Running at now: created is the task's creationTimestamp,
+// pinned its status.startTime (nil when unknown), sandbox its Sandbox as
+// the status derivation read it (nil when unknown). A stage neither the
+// marks nor the objects can time is left out; a negative span, clocks
+// disagreeing, counts as zero.
+func StartDurations(created metav1.Time, pinned *metav1.Time, sandbox *ObservedSandbox, marks StartMarks, now time.Time) []StageDuration {
+	objects := StartMarks{Created: created.Time}
+	if pinned != nil {
+		objects.Pinned = pinned.Time
 	}
 	if sandbox != nil {
 		objects.ChildrenApplied = sandbox.CreationTimestamp.Time

@@ -184,7 +184,7 @@ func TestStartDurations(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			got := StartDurations(tc.task, observe(tc.sandbox), tc.marks, tc.now)
+			got := StartDurations(tc.task.CreationTimestamp, tc.task.Status.StartTime, observe(tc.sandbox), tc.marks, tc.now)
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("StartDurations (-want +got):\n%s", diff)
 			}

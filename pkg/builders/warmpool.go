@@ -8,9 +8,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -347,4 +351,31 @@ func workspaceOwnerReference(ws *calibanv1alpha1.Workspace) *metav1ac.OwnerRefer
 		WithUID(ws.UID).
 		WithController(true).
 		WithBlockOwnerDeletion(true)
+}
+
+// TakeSandboxPatch is the JSON patch that makes a claimed Sandbox the
+// task's: it first tests what makes it so (its controller is the task's
+// claim, claimUID, and it was made from template, the task's rendering),
+// then adds the task's labels and, with setMode, its operatingMode. A
+// failed test changes nothing. The mode is left out when the Sandbox
+// already has it: a new spec is a new generation, which agent-sandbox
+// answers with a status write of its own.
+func TakeSandboxPatch(task *calibanv1alpha1.CalibanTask, claimUID types.UID, template string, mode sandboxv1beta1.OperatingMode, setMode bool) ([]byte, error) {
+	ops := []map[string]any{
+		{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": string(claimUID)},
+		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(AnnotationSandboxTemplateRef), "value": template},
+	}
+	labels := TaskLabels(task)
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": labels[k]})
+	}
+	if setMode {
+		ops = append(ops, map[string]any{"op": "add", "path": "/spec/operatingMode", "value": string(mode)})
+	}
+	return json.Marshal(ops)
+}
+
+// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
+func jsonPointerEscape(key string) string {
+	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }

@@ -6,6 +6,8 @@ package builders
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -369,5 +371,47 @@ func TestTheStatusCarriesTheLaunch(t *testing.T) {
 				t.Error("a changed launch is not a change of the status")
 			}
 		})
+	}
+}
+
+func TestTakeSandboxPatchTestsOwnershipAndRenderingBeforeItWrites(t *testing.T) {
+	task := fxTask()
+	labels := TaskLabels(task)
+	var wantLabels []map[string]any
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		wantLabels = append(wantLabels, map[string]any{"op": "add", "path": "/metadata/labels/" + strings.ReplaceAll(k, "/", "~1"), "value": labels[k]})
+	}
+	tests := map[string]struct {
+		setMode bool
+		want    []map[string]any
+	}{
+		"a Sandbox already in the mode keeps its spec": {},
+		"a Sandbox in another mode gets the task's": {
+			setMode: true,
+			want:    []map[string]any{{"op": "add", "path": "/spec/operatingMode", "value": "Suspended"}},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			body, err := TakeSandboxPatch(task, "claim-uid", "ws-0123", "Suspended", tc.setMode)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []map[string]any
+			if err := json.Unmarshal(body, &got); err != nil {
+				t.Fatal(err)
+			}
+			want := append([]map[string]any{
+				{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": "claim-uid"},
+				{"op": "test", "path": "/metadata/annotations/" + strings.ReplaceAll(AnnotationSandboxTemplateRef, "/", "~1"), "value": "ws-0123"},
+			}, wantLabels...)
+			want = append(want, tc.want...)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := jsonPointerEscape("a~b/c"); got != "a~0b~1c" {
+		t.Errorf("jsonPointerEscape(a~b/c) = %q, want a~0b~1c", got)
 	}
 }

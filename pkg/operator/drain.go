@@ -33,7 +33,8 @@ func (c *TaskController) drain(ctx context.Context, task *calibanv1alpha1.Caliba
 	if task.Status.ResolvedWorkspace == nil {
 		// Never pinned, so never ran: nothing to drain. (The operator adds
 		// the finalizer only to pinned tasks; this one came with it.)
-		return 0, c.removeDrainFinalizer(ctx, task)
+		_, err := c.applyDrainFinalizer(ctx, task, false)
+		return 0, err
 	}
 	now := c.clock.Now()
 	outcome, note := builders.DrainVerdict(task, c.drainTimeout, now)
@@ -53,7 +54,7 @@ func (c *TaskController) drain(ctx context.Context, task *calibanv1alpha1.Caliba
 	if outcome == builders.DrainWaiting {
 		return builders.DrainDeadline(task, c.drainTimeout).Sub(now), nil
 	}
-	if err := c.removeDrainFinalizer(ctx, task); err != nil {
+	if _, err := c.applyDrainFinalizer(ctx, task, false); err != nil {
 		return 0, err
 	}
 	switch outcome {
@@ -72,54 +73,43 @@ func (c *TaskController) drain(ctx context.Context, task *calibanv1alpha1.Caliba
 // while its lifecycle.onDelete is checkpoint, and returns the task as it
 // stands after any change.
 func (c *TaskController) syncDrainFinalizer(ctx context.Context, task *calibanv1alpha1.CalibanTask) (*calibanv1alpha1.CalibanTask, error) {
-	want, has := builders.WantsDrain(task), builders.HasDrainFinalizer(task)
-	switch {
-	case want && !has:
-		written, err := c.applyDrainFinalizer(ctx, task, true)
-		if err != nil {
-			return nil, fmt.Errorf("adding the drain finalizer to CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
-		}
-		return written, nil
-	case !want && has:
-		return task, c.removeDrainFinalizer(ctx, task)
+	hold, change := builders.DrainFinalizerChange(task)
+	if !change {
+		return task, nil
 	}
-	return task, nil
+	return c.applyDrainFinalizer(ctx, task, hold)
 }
 
 // applyDrainFinalizer applies the operator's own entry of the task's
 // finalizer set: the drain finalizer when hold is set, none otherwise.
 // Server-side apply adds and removes only that entry, so whoever else
-// holds a finalizer on the task keeps it, whatever the cache saw.
+// holds a finalizer on the task keeps it, whatever the cache saw. A drain
+// finalizer some other field manager wrote (a task created with it) is not
+// the operator's entry, so the apply leaves it: when letting the task go,
+// it is then removed by a JSON patch that first tests the entry it removes,
+// so a list that changed since fails the patch (retried) rather than lose
+// someone's finalizer. A task already gone is let go.
 func (c *TaskController) applyDrainFinalizer(ctx context.Context, task *calibanv1alpha1.CalibanTask, hold bool) (*calibanv1alpha1.CalibanTask, error) {
+	verb := "adding the drain finalizer to"
 	ac := calibanac.CalibanTask(task.Name, task.Namespace).WithUID(task.UID)
 	if hold {
 		ac.WithFinalizers(calibanv1alpha1.FinalizerDrain)
+	} else {
+		verb = "removing the drain finalizer of"
 	}
-	written, err := apply(ctx, writeFinalizer, c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name, ac)
+	tasks := c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace)
+	written, err := apply(ctx, writeFinalizer, tasks, task.Name, ac)
+	if !hold && apierrors.IsNotFound(err) {
+		return task, nil
+	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s CalibanTask %s/%s: %w", verb, task.Namespace, task.Name, err)
 	}
 	c.children.Carry(task, written)
 	c.taskCache.Mutation(written)
-	return written, nil
-}
-
-// removeDrainFinalizer lets the task go. A drain finalizer some other
-// field manager wrote (a task created with it) is not the operator's
-// entry, so the apply leaves it: it is then removed by a JSON patch that
-// first tests the entry it removes, so a list that changed since fails
-// the patch (retried) rather than lose someone's finalizer.
-func (c *TaskController) removeDrainFinalizer(ctx context.Context, task *calibanv1alpha1.CalibanTask) error {
-	written, err := c.applyDrainFinalizer(ctx, task, false)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("removing the drain finalizer of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
-	}
 	i := slices.Index(written.Finalizers, calibanv1alpha1.FinalizerDrain)
-	if i < 0 {
-		return nil
+	if hold || i < 0 {
+		return written, nil
 	}
 	path := fmt.Sprintf("/metadata/finalizers/%d", i)
 	patch, err := json.Marshal([]map[string]string{
@@ -127,17 +117,19 @@ func (c *TaskController) removeDrainFinalizer(ctx context.Context, task *caliban
 		{"op": "remove", "path": path},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace).Patch(ctx, task.Name, types.JSONPatchType, patch,
-		metav1.PatchOptions{FieldManager: builders.FieldManager})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing the drain finalizer another manager wrote on CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
+	patched, err := tasks.Patch(ctx, task.Name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: builders.FieldManager})
+	switch {
+	case apierrors.IsNotFound(err):
+		return written, nil
+	case err != nil:
+		return nil, fmt.Errorf("removing the drain finalizer another manager wrote on CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
-	if err == nil {
-		tracing.RecordWrite(ctx, writeFinalizer)
-	}
-	return nil
+	tracing.RecordWrite(ctx, writeFinalizer)
+	c.children.Carry(written, patched)
+	c.taskCache.Mutation(patched)
+	return patched, nil
 }
 
 // deleteExpired deletes a finished task whose ttlSecondsAfterFinished has

@@ -123,16 +123,19 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 // observed is the task's Sandbox as its status reads it from the cache:
 // its own, or a warm task's claim's; nil when there is none.
 func (c *TaskController) observed(task *calibanv1alpha1.CalibanTask) *builders.ObservedSandbox {
-	var v *freshness.View
+	var owner metav1.Object = task
+	name := builders.SandboxName(task.Name)
 	if builders.IsWarm(task) {
-		v = c.claimedSandbox(task)
-	} else if v = c.children.View(freshness.Sandbox, task.Namespace, builders.SandboxName(task.Name)); v != nil && !metav1.IsControlledBy(v, task) {
-		v = nil
+		claim := c.claimOf(task)
+		if claim == nil || claim.Status.Sandbox.Name == "" {
+			return nil
+		}
+		owner, name = claim, claim.Status.Sandbox.Name
 	}
-	if v == nil {
-		return nil
+	if v := c.children.View(freshness.Sandbox, task.Namespace, name); v != nil && metav1.IsControlledBy(v, owner) {
+		return v.Sandbox
 	}
-	return v.Sandbox
+	return nil
 }
 
 // recordRendered says in the sync's span that it had to render the task's

@@ -17,6 +17,8 @@ import (
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
+	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
@@ -67,6 +69,25 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	}
 	in := builders.TaskStatusInput{Task: task, Failure: d.Failure, Pin: d.Pin, Posture: d.Posture, PinSignature: d.PinSignature,
 		Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout, Launch: d.Launch}
+	// stuck records a task nothing is applied for this pass: one that
+	// failed a check, or whose apply failed (problem). A Sandbox it already
+	// has is still its Sandbox.
+	stuck := func(task *calibanv1alpha1.CalibanTask, problem error) (*calibanv1alpha1.CalibanTask, error) {
+		if problem != nil {
+			in.ApplyProblem = problem.Error()
+		}
+		in.Sandbox = c.observed(task)
+		return c.record(ctx, task, in, anyVersion)
+	}
+	// An apply that fails says why in the status, once (the same problem
+	// again changes nothing to write); the error itself retries with
+	// backoff.
+	applyProblem := func(task *calibanv1alpha1.CalibanTask, err error) (time.Duration, error) {
+		if _, rerr := stuck(task, err); rerr != nil {
+			klog.FromContext(ctx).V(2).Info("Could not record the apply problem in the status", "error", rerr)
+		}
+		return 0, err
+	}
 	switch {
 	case d.WaitForWorkspace:
 		// A task that already says something keeps saying it until
@@ -77,11 +98,9 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		}
 		return pendingWorkspaceRequeue, err
 	case d.Failure != nil:
-		// Nothing is applied; a Sandbox the task already has is still its
-		// Sandbox, and a pinned task keeps the finalizer its onDelete asks
-		// for: it is deleted like any other.
-		in.Sandbox = c.observed(task)
-		written, err := c.record(ctx, task, in, anyVersion)
+		// A pinned task keeps the finalizer its onDelete asks for, failed
+		// or not: it is deleted like any other.
+		written, err := stuck(task, nil)
 		if err == nil && in.Pin != nil {
 			_, err = c.syncDrainFinalizer(ctx, written)
 		}
@@ -91,8 +110,17 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	// fresh is the claim this pass applied, which the cache may not have.
 	var fresh *extv1beta1.SandboxClaim
 	if d.NewlyPinned {
+		if in.Launch != nil && in.Launch.Type == calibanv1alpha1.LaunchWarm && in.Launch.Claim == nil {
+			// The claim first, so that agent-sandbox hands over a Sandbox
+			// while the pin is written, and written with its UID: the
+			// NetworkPolicy selects the pod by it.
+			if fresh, err = c.applyClaim(ctx, task); err != nil {
+				return applyProblem(task, err)
+			}
+			in.Launch.Claim = &calibanv1alpha1.ClaimReference{Name: fresh.Name, UID: fresh.UID}
+		}
 		var conflict bool
-		if task, fresh, conflict, err = c.pin(ctx, task, &in); conflict {
+		if task, conflict, err = c.pin(ctx, task, &in); conflict {
 			// The newer version may differ only in what the operator wrote
 			// itself, which wakes nobody: look again shortly.
 			klog.FromContext(ctx).V(4).Info("The task changed since the cache saw it; looking again", "error", err)
@@ -117,13 +145,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		got, err = c.applyChildren(ctx, task, in.Pin, mode)
 	}
 	if err != nil {
-		// Said once in the status (the same problem again changes nothing
-		// to write); the error itself retries with backoff.
-		in.ApplyProblem, in.Sandbox = err.Error(), c.observed(task)
-		if _, rerr := c.record(ctx, task, in, anyVersion); rerr != nil {
-			klog.FromContext(ctx).V(2).Info("Could not record the apply problem in the status", "error", rerr)
-		}
-		return 0, err
+		return applyProblem(task, err)
 	}
 	if got.sandbox != nil {
 		c.starts.childrenApplied(task.UID, c.clock.Now())
@@ -133,8 +155,8 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	if err != nil {
 		return 0, err
 	}
-	completion := written.Status.CompletionTime
-	if expiry := builders.Expiry(task, completion); !expiry.IsZero() && !now.Before(expiry) {
+	expired, wake := builders.LifecycleDue(task, written.Status.CompletionTime, now)
+	if expired {
 		return 0, c.deleteExpired(ctx, task)
 	}
 	after := got.after
@@ -143,7 +165,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		// CRD went away. Look again later rather than wait for an event.
 		after = soonest(after, failureRequeue)
 	}
-	return soonest(after, builders.NextLifecycleWake(task, completion, now)), nil
+	return soonest(after, wake), nil
 }
 
 // applied is what applying a task's children found.
@@ -181,33 +203,19 @@ func (c *TaskController) facts(ctx context.Context, task *calibanv1alpha1.Caliba
 // pin writes the pin, the admitted posture, the launch and Provisioning in
 // one write before any child, so a child apply that keeps failing retries
 // under this pin instead of re-admitting against whatever the Workspace
-// says by then. A warm task's claim is applied first, so that
-// agent-sandbox hands over a Sandbox while the pin is written, and written
-// with its UID: the NetworkPolicy selects the pod by it. The write is
-// conditional on the resourceVersion the decision was made from: a cache
-// that lags behind a pin written moments ago gets a conflict (reported, not
-// returned as an error), never a second pin of a Workspace edited since.
-func (c *TaskController) pin(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput) (
-	pinned *calibanv1alpha1.CalibanTask, fresh *extv1beta1.SandboxClaim, conflict bool, err error) {
-	if in.Launch != nil && in.Launch.Type == calibanv1alpha1.LaunchWarm && in.Launch.Claim == nil {
-		if fresh, err = c.applyClaim(ctx, task); err != nil {
-			problem := *in
-			problem.ApplyProblem, problem.Sandbox = err.Error(), c.observed(task)
-			if _, rerr := c.record(ctx, task, problem, anyVersion); rerr != nil {
-				klog.FromContext(ctx).V(2).Info("Could not record the apply problem in the status", "error", rerr)
-			}
-			return nil, nil, false, err
-		}
-		in.Launch.Claim = &calibanv1alpha1.ClaimReference{Name: fresh.Name, UID: fresh.UID}
-	}
+// says by then. The write is conditional on the resourceVersion the
+// decision was made from: a cache that lags behind a pin written moments
+// ago gets a conflict (reported, not returned as an error), never a second
+// pin of a Workspace edited since.
+func (c *TaskController) pin(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput) (pinned *calibanv1alpha1.CalibanTask, conflict bool, err error) {
 	pinning := *in
 	pinning.SandboxAPIMissing = !c.sandboxAPI.Served()
 	written, err := c.record(ctx, task, pinning, sameVersion)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil, nil, true, err
+		return nil, true, err
 	}
 	if err != nil {
-		return nil, nil, false, err
+		return nil, false, err
 	}
 	// From here on the task is pinned like any other: the children are
 	// rendered from the pin as the server stored it.
@@ -215,7 +223,7 @@ func (c *TaskController) pin(ctx context.Context, task *calibanv1alpha1.CalibanT
 	if written.Status.ResolvedWorkspace != nil {
 		in.Pin = written.Status.ResolvedWorkspace
 	}
-	return written, fresh, false, nil
+	return written, false, nil
 }
 
 // precondition says whether a status write must find the task at the
@@ -248,6 +256,18 @@ func (c *TaskController) record(ctx context.Context, task *calibanv1alpha1.Calib
 	return written, nil
 }
 
+// applyTaskStatus applies the whole operator-owned status of a task, on
+// condition that the task is still at the version read when precondition
+// is set. A field the operator owned before and omits now is removed.
+func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calibanv1alpha1.CalibanTask, status calibanv1alpha1.CalibanTaskStatus, precondition bool) (*calibanv1alpha1.CalibanTask, error) {
+	id := calibanac.CalibanTask(task.Name, task.Namespace).WithUID(task.UID)
+	if precondition {
+		id.WithResourceVersion(task.ResourceVersion)
+	}
+	return apply(ctx, writeStatus, c.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
+		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: status}, "status")
+}
+
 // report tells a status change, from task (as it was) to desired (as
 // written): the log line and the transition metric of a new phase, the
 // start's timing, the span's phase, and the Events.
@@ -273,7 +293,7 @@ func (c *TaskController) report(ctx context.Context, task *calibanv1alpha1.Calib
 	if !builders.Starting(desired) {
 		marks := c.starts.take(task.UID)
 		if desired.Phase == calibanv1alpha1.TaskRunning && builders.Starting(task.Status) {
-			c.metrics.observeStart(builders.StartLaunch(in.Sandbox), builders.StartDurations(task, in.Sandbox, marks, now))
+			c.metrics.observeStart(builders.StartLaunch(in.Sandbox), builders.StartDurations(task.CreationTimestamp, task.Status.StartTime, in.Sandbox, marks, now))
 		}
 	}
 	if note := coldStartNote(task.Status.Launch, desired.Launch); note != "" {

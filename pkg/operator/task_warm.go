@@ -5,11 +5,7 @@ package operator
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -144,10 +140,10 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	case view != nil:
 		// A mode to change on a Sandbox the cache has: the task's own
 		// lifecycle.
-		if _, err := c.applyClaimedSandbox(ctx, task, name, mode); apierrors.IsNotFound(err) {
+		if _, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode)); apierrors.IsNotFound(err) {
 			return task, applied{}, nil
 		} else if err != nil {
-			return task, applied{}, err
+			return task, applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
 		}
 		return task, applied{sandbox: view.Sandbox.InMode(mode)}, nil
 	}
@@ -166,7 +162,7 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 		return task, applied{}, err
 	}
 	template := builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash)
-	starting := startingUp(task)
+	starting := startingUp(task.Status.Phase)
 	if starting && mode == sandboxv1beta1.OperatingModeRunning {
 		live, err := c.claimedLive(ctx, claim, name)
 		if err != nil || live == nil {
@@ -186,7 +182,11 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	// spec is a new generation, which agent-sandbox answers with a status
 	// write of its own.
 	setMode := read == nil || builders.LiveMode(read.spec) != mode
-	taken, err := c.takeSandbox(ctx, task, claim, name, template, mode, setMode)
+	patch, err := builders.TakeSandboxPatch(task, claim.UID, template, mode, setMode)
+	if err != nil {
+		return task, applied{}, err
+	}
+	taken, err := c.takeSandbox(ctx, task.Namespace, name, patch)
 	switch {
 	case apierrors.IsNotFound(err):
 		return task, applied{}, nil
@@ -207,8 +207,8 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 		}
 		// Ours and of the task's rendering, with more than one owner:
 		// apply instead.
-		if taken, err = c.applyClaimedSandbox(ctx, task, name, mode); err != nil {
-			return task, applied{}, err
+		if taken, err = apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode)); err != nil {
+			return task, applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
 		}
 	case err != nil:
 		return task, applied{}, fmt.Errorf("taking Sandbox %s: %w", name, err)
@@ -223,19 +223,9 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	return task, applied{sandbox: observed}, nil
 }
 
-// applyClaimedSandbox applies the task's labels and mode to the Sandbox
-// name its claim holds.
-func (c *TaskController) applyClaimedSandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, name string, mode sandboxv1beta1.OperatingMode) (*sandboxv1beta1.Sandbox, error) {
-	sb, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode))
-	if err != nil {
-		return nil, fmt.Errorf("applying Sandbox %s: %w", name, err)
-	}
-	return sb, nil
-}
-
 // startingUp: the task has not yet run in the Sandbox its claim holds.
-func startingUp(task *calibanv1alpha1.CalibanTask) bool {
-	switch task.Status.Phase {
+func startingUp(phase calibanv1alpha1.TaskPhase) bool {
+	switch phase {
 	case "", calibanv1alpha1.TaskPending, calibanv1alpha1.TaskProvisioning:
 		return true
 	}
@@ -280,39 +270,17 @@ type takenSandbox struct {
 	labelled bool
 }
 
-// takeSandbox gives the Sandbox name the task's labels, and with setMode
-// its mode, in one JSON patch that first tests what makes it the task's:
-// its controller is the task's claim, and it was made from template, the
-// task's rendering.
-// A failed test is an Invalid error and changes nothing. The response is
-// the Sandbox with its status, so the task can run at once.
-func (c *TaskController) takeSandbox(ctx context.Context, task *calibanv1alpha1.CalibanTask, claim *extv1beta1.SandboxClaim, name, template string, mode sandboxv1beta1.OperatingMode, setMode bool) (*sandboxv1beta1.Sandbox, error) {
-	ops := []map[string]any{
-		{"op": "test", "path": "/metadata/ownerReferences/0/uid", "value": string(claim.UID)},
-		{"op": "test", "path": "/metadata/annotations/" + jsonPointerEscape(builders.AnnotationSandboxTemplateRef), "value": template},
-	}
-	labels := builders.TaskLabels(task)
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		ops = append(ops, map[string]any{"op": "add", "path": "/metadata/labels/" + jsonPointerEscape(k), "value": labels[k]})
-	}
-	if setMode {
-		ops = append(ops, map[string]any{"op": "add", "path": "/spec/operatingMode", "value": string(mode)})
-	}
-	body, err := json.Marshal(ops)
-	if err != nil {
-		return nil, err
-	}
-	klog.FromContext(ctx).V(4).Info("Taking the Sandbox the claim holds", "name", name, "mode", mode)
-	sb, err := c.sandboxes.Sandboxes(task.Namespace).Patch(ctx, name, types.JSONPatchType, body, metav1.PatchOptions{FieldManager: builders.FieldManager})
+// takeSandbox applies patch, the take of a claimed Sandbox
+// (builders.TakeSandboxPatch). A failed test is an Invalid error and
+// changes nothing. The response is the Sandbox with its status, so the task
+// can run at once.
+func (c *TaskController) takeSandbox(ctx context.Context, namespace, name string, patch []byte) (*sandboxv1beta1.Sandbox, error) {
+	klog.FromContext(ctx).V(4).Info("Taking the Sandbox the claim holds", "name", name)
+	sb, err := c.sandboxes.Sandboxes(namespace).Patch(ctx, name, types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: builders.FieldManager})
 	if err == nil {
 		tracing.RecordWrite(ctx, writeSandbox)
 	}
 	return sb, err
-}
-
-// jsonPointerEscape escapes a map key for a JSON pointer (RFC 6901).
-func jsonPointerEscape(key string) string {
-	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }
 
 // applyClaim applies the task's SandboxClaim.
@@ -354,20 +322,6 @@ func (c *TaskController) claimOf(task *calibanv1alpha1.CalibanTask) *extv1beta1.
 		return nil
 	}
 	return claim
-}
-
-// claimedSandbox is the view of the Sandbox a warm task's claim holds, or
-// nil.
-func (c *TaskController) claimedSandbox(task *calibanv1alpha1.CalibanTask) *freshness.View {
-	claim := c.claimOf(task)
-	if claim == nil || claim.Status.Sandbox.Name == "" {
-		return nil
-	}
-	v := c.children.View(freshness.Sandbox, task.Namespace, claim.Status.Sandbox.Name)
-	if v == nil || !metav1.IsControlledBy(v, claim) {
-		return nil
-	}
-	return v
 }
 
 // taskOfClaimed is the task whose claim controls a Sandbox, or nil.

@@ -79,18 +79,6 @@ type statusApply struct {
 
 func (statusApply) IsApplyConfiguration() {}
 
-// applyTaskStatus applies the whole operator-owned status of a task, on
-// condition that the task is still at the version read when precondition
-// is set. A field the operator owned before and omits now is removed.
-func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calibanv1alpha1.CalibanTask, status calibanv1alpha1.CalibanTaskStatus, precondition bool) (*calibanv1alpha1.CalibanTask, error) {
-	id := calibanac.CalibanTask(task.Name, task.Namespace).WithUID(task.UID)
-	if precondition {
-		id.WithResourceVersion(task.ResourceVersion)
-	}
-	return apply(ctx, writeStatus, c.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
-		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: status}, "status")
-}
-
 // applyWorkspaceStatus applies the whole operator-owned status of a
 // Workspace.
 func applyWorkspaceStatus(ctx context.Context, c calibanclient.Interface, ws *calibanv1alpha1.Workspace, status calibanv1alpha1.WorkspaceStatus) (*calibanv1alpha1.Workspace, error) {

@@ -6,7 +6,6 @@ package freshness
 import (
 	"sync"
 
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -48,28 +47,37 @@ type memo struct {
 	byTask map[types.UID]Hashes
 }
 
-// get returns the task's three hashes, if all are known for its
-// resourceVersion.
-func (m *memo) get(task *calibanv1alpha1.CalibanTask) (Hashes, bool) {
-	h := m.partial(task)
+// version is one version of a task: what the memo is keyed by.
+type version struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+func versionOf(task *calibanv1alpha1.CalibanTask) version {
+	return version{uid: task.UID, resourceVersion: task.ResourceVersion}
+}
+
+// get returns the task version's three hashes, if all are known.
+func (m *memo) get(v version) (Hashes, bool) {
+	h := m.partial(v)
 	return h, h.complete()
 }
 
-// partial returns what is known for the task's resourceVersion; a hash not
-// known yet is "".
-func (m *memo) partial(task *calibanv1alpha1.CalibanTask) Hashes {
+// partial returns what is known for the task version; a hash not known
+// yet is "".
+func (m *memo) partial(v version) Hashes {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if h, ok := m.byTask[task.UID]; ok && h.ResourceVersion == task.ResourceVersion && task.ResourceVersion != "" {
+	if h, ok := m.byTask[v.uid]; ok && h.ResourceVersion == v.resourceVersion && v.resourceVersion != "" {
 		return h
 	}
 	return Hashes{}
 }
 
-// record sets one kind's hash for the task's resourceVersion, dropping what
-// was known for an earlier one.
-func (m *memo) record(task *calibanv1alpha1.CalibanTask, kind Kind, hash string) {
-	m.update(task, func(h *Hashes) {
+// record sets one kind's hash for the task version, dropping what was
+// known for an earlier one.
+func (m *memo) record(v version, kind Kind, hash string) {
+	m.update(v, func(h *Hashes) {
 		switch kind {
 		case ServiceAccount:
 			h.ServiceAccount = hash
@@ -81,13 +89,13 @@ func (m *memo) record(task *calibanv1alpha1.CalibanTask, kind Kind, hash string)
 	})
 }
 
-// recordAll sets all three hashes for the task's resourceVersion.
-func (m *memo) recordAll(task *calibanv1alpha1.CalibanTask, all builders.ChildHashes) {
-	m.update(task, func(h *Hashes) { h.ChildHashes = all })
+// recordAll sets all three hashes for the task version.
+func (m *memo) recordAll(v version, all builders.ChildHashes) {
+	m.update(v, func(h *Hashes) { h.ChildHashes = all })
 }
 
-func (m *memo) update(task *calibanv1alpha1.CalibanTask, set func(*Hashes)) {
-	if task.ResourceVersion == "" {
+func (m *memo) update(v version, set func(*Hashes)) {
+	if v.resourceVersion == "" {
 		return
 	}
 	m.mu.Lock()
@@ -95,33 +103,26 @@ func (m *memo) update(task *calibanv1alpha1.CalibanTask, set func(*Hashes)) {
 	if m.byTask == nil {
 		m.byTask = map[types.UID]Hashes{}
 	}
-	h := m.byTask[task.UID]
-	if h.ResourceVersion != task.ResourceVersion {
-		h = Hashes{ResourceVersion: task.ResourceVersion}
+	h := m.byTask[v.uid]
+	if h.ResourceVersion != v.resourceVersion {
+		h = Hashes{ResourceVersion: v.resourceVersion}
 	}
 	set(&h)
-	h.ResourceVersion = task.ResourceVersion
-	m.byTask[task.UID] = h
+	h.ResourceVersion = v.resourceVersion
+	m.byTask[v.uid] = h
 }
 
-// carry keeps what is known for from for to, a later version of the same
-// task that the operator's own write made: a status or finalizer write
-// changes neither the spec (the generation stands) nor, once the task is
-// pinned, the pin, which with the launch (a warm task's claim) are all the
-// children are rendered from. Without it
-// every such write would have the next sync, and every child event after
-// it, render and hash the children again.
-func (m *memo) carry(from, to *calibanv1alpha1.CalibanTask) {
-	if from.UID != to.UID || from.Generation != to.Generation || to.ResourceVersion == "" ||
-		from.Status.ResolvedWorkspace == nil || !apiequality.Semantic.DeepEqual(from.Status.ResolvedWorkspace, to.Status.ResolvedWorkspace) ||
-		!apiequality.Semantic.DeepEqual(from.Status.Launch, to.Status.Launch) {
+// move re-keys what is known for version from to version to, of the same
+// task (Tracker.Carry says when that is right).
+func (m *memo) move(from, to version) {
+	if from.uid != to.uid || from.resourceVersion == "" || to.resourceVersion == "" {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if h, ok := m.byTask[from.UID]; ok && h.ResourceVersion == from.ResourceVersion && from.ResourceVersion != "" {
-		h.ResourceVersion = to.ResourceVersion
-		m.byTask[from.UID] = h
+	if h, ok := m.byTask[from.uid]; ok && h.ResourceVersion == from.resourceVersion {
+		h.ResourceVersion = to.resourceVersion
+		m.byTask[from.uid] = h
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -126,9 +127,9 @@ type Want struct {
 func (t *Tracker) Want(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) (*Want, error) {
 	w := &Want{tracker: t, task: task, pin: pin}
 	// The memo is keyed by the task alone: it serves only the task's own pin.
-	memoized := pin == task.Status.ResolvedWorkspace
+	memoized, v := pin == task.Status.ResolvedWorkspace, version{task.UID, task.ResourceVersion}
 	if memoized {
-		if h, ok := t.memo.get(task); ok {
+		if h, ok := t.memo.get(v); ok {
 			w.Hashes = h
 			return w, nil
 		}
@@ -138,7 +139,7 @@ func (t *Tracker) Want(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.R
 		return nil, err
 	}
 	if memoized {
-		t.memo.recordAll(task, d.Hashes)
+		t.memo.recordAll(v, d.Hashes)
 	}
 	w.Hashes, w.rendered = Hashes{ResourceVersion: task.ResourceVersion, ChildHashes: d.Hashes}, d
 	return w, nil
@@ -193,9 +194,21 @@ func (w *Want) SandboxOver(live *sandboxv1beta1.Sandbox, mode sandboxv1beta1.Ope
 	return w.tracker.renderer.SandboxOver(w.task, w.pin, live, d.Sandbox, mode)
 }
 
-// Carry keeps the hashes known for from for to, a later version of the same
-// task that the operator's own status or finalizer write made.
-func (t *Tracker) Carry(from, to *calibanv1alpha1.CalibanTask) { t.memo.carry(from, to) }
+// Carry keeps the hashes known for from for to, a later version of the
+// same task that the operator's own write made: a status or finalizer
+// write changes neither the spec (the generation stands) nor, once the
+// task is pinned, the pin, which with the launch (a warm task's claim) are
+// all the children are rendered from. Without it every such write would
+// have the next sync, and every child event after it, render and hash the
+// children again.
+func (t *Tracker) Carry(from, to *calibanv1alpha1.CalibanTask) {
+	if from.Generation != to.Generation || from.Status.ResolvedWorkspace == nil ||
+		!apiequality.Semantic.DeepEqual(from.Status.ResolvedWorkspace, to.Status.ResolvedWorkspace) ||
+		!apiequality.Semantic.DeepEqual(from.Status.Launch, to.Status.Launch) {
+		return
+	}
+	t.memo.move(version{from.UID, from.ResourceVersion}, version{to.UID, to.ResourceVersion})
+}
 
 // Forget drops what is known of a deleted task.
 func (t *Tracker) Forget(task *calibanv1alpha1.CalibanTask) { t.memo.forget(task.UID) }
@@ -213,8 +226,8 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	case *corev1.ServiceAccount:
 		v := &View{ObjectMeta: compactMeta(o), Applied: appliedOfNonTask(o)}
 		if task := t.pinnedOwner(o); task != nil {
-			if want, hash, err := t.renderer.ServiceAccount(task, t.memo.partial(task).ServiceAccount); err == nil {
-				t.memo.record(task, ServiceAccount, hash)
+			if want, hash, err := t.renderer.ServiceAccount(task, t.memo.partial(versionOf(task)).ServiceAccount); err == nil {
+				t.memo.record(versionOf(task), ServiceAccount, hash)
 				if want != nil && upToDate(o, want, hash) {
 					v.Holds = hash
 				}
@@ -224,8 +237,8 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	case *networkingv1.NetworkPolicy:
 		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Applied: appliedOfNonTask(o)}
 		if task := t.pinnedOwner(o); task != nil {
-			if want, hash, err := t.renderer.NetworkPolicy(task, task.Status.ResolvedWorkspace, t.memo.partial(task).NetworkPolicy); err == nil {
-				t.memo.record(task, NetworkPolicy, hash)
+			if want, hash, err := t.renderer.NetworkPolicy(task, task.Status.ResolvedWorkspace, t.memo.partial(versionOf(task)).NetworkPolicy); err == nil {
+				t.memo.record(versionOf(task), NetworkPolicy, hash)
 				if want != nil && upToDate(o, want, hash) {
 					v.Holds = hash
 				}
@@ -239,8 +252,8 @@ func (t *Tracker) Transform(obj any) (any, error) {
 		if task := t.pinnedOwner(o); task != nil {
 			// Hashing the rendered Sandbox costs more than rendering it; the
 			// hash is taken once per version of the task.
-			if want, hash, err := t.renderer.Sandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(task).Sandbox); err == nil && want != nil {
-				t.memo.record(task, Sandbox, hash)
+			if want, hash, err := t.renderer.Sandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(versionOf(task)).Sandbox); err == nil && want != nil {
+				t.memo.record(versionOf(task), Sandbox, hash)
 				// The comparison skips the apply configuration's kind, which
 				// a watch does not decode; the mode is compared on its own
 				// (see View.Sandbox). want is this call's own

@@ -107,7 +107,7 @@ func TestWantRendersOncePerTaskVersion(t *testing.T) {
 	if _, err := tr.Want(edited, &calibanv1alpha1.ResolvedWorkspace{}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := tr.memo.get(edited); got != next.Hashes {
+	if got, _ := tr.memo.get(versionOf(edited)); got != next.Hashes {
 		t.Errorf("a foreign pin replaced the memo: %+v", got)
 	}
 }
@@ -207,11 +207,11 @@ func TestTheOperatorsOwnWriteKeepsTheChildHashes(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			var m memo
+			tr := &Tracker{}
 			known := builders.ChildHashes{ServiceAccount: "sa", NetworkPolicy: "np", Sandbox: "sb"}
-			m.recordAll(tc.from, known)
-			m.carry(tc.from, tc.to)
-			got, ok := m.get(tc.to)
+			tr.memo.recordAll(versionOf(tc.from), known)
+			tr.Carry(tc.from, tc.to)
+			got, ok := tr.memo.get(versionOf(tc.to))
 			if ok != tc.carried {
 				t.Fatalf("known for the written version = %v (%+v), want %v", ok, got, tc.carried)
 			}
