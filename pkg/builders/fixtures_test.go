@@ -131,14 +131,15 @@ func settings(mods ...func(*config.AgentSettings)) config.AgentSettings {
 	return s
 }
 
-// parsedSettings reads an environment through config.ParseAgentSettings,
+// parsedSettings reads an environment through config.Parse,
 // for the cases whose meaning is defined by the variables (a blank request
 // clears it).
 func parsedSettings(t testing.TB, env map[string]string) config.AgentSettings {
 	t.Helper()
-	s, err := config.ParseAgentSettings(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	parsed, err := config.Parse(func(k string) (string, bool) { v, ok := env[k]; return v, ok }, "caliban-system")
+	s := parsed.AgentSettings
 	if err != nil {
-		t.Fatalf("config.ParseAgentSettings(%v): %v", env, err)
+		t.Fatalf("config.Parse(%v): %v", env, err)
 	}
 	return s
 }

@@ -89,9 +89,9 @@ func DefaultAgentSettings() AgentSettings {
 	}
 }
 
-// ParseAgentSettings reads the agent variables alone, with Parse's rules;
+// parseAgentSettings reads the agent variables alone, with Parse's rules;
 // on error the AgentSettings is the zero value.
-func ParseAgentSettings(lookup func(string) (string, bool)) (AgentSettings, error) {
+func parseAgentSettings(lookup func(string) (string, bool)) (AgentSettings, error) {
 	p := newEnvParser(lookup)
 	s := p.agent()
 	if len(p.errs) > 0 {

@@ -89,7 +89,7 @@ const DefaultTaskDrainTimeout = 600 * time.Second
 const DefaultShutdownGrace = 10 * time.Second
 
 // DefaultProcessSettings is the process configuration of an empty
-// environment, except LeaseNamespace, which only ParseProcessSettings can
+// environment, except LeaseNamespace, which only parseProcessSettings can
 // know.
 func DefaultProcessSettings() ProcessSettings {
 	return ProcessSettings{
@@ -140,12 +140,12 @@ func (s ProcessSettings) ShutdownGrace() time.Duration {
 	return DefaultShutdownGrace
 }
 
-// ParseProcessSettings reads the process variables alone, with Parse's
+// parseProcessSettings reads the process variables alone, with Parse's
 // rules. podNamespace is the service-account namespace the caller read from
 // the pod's filesystem, "" outside a cluster; it is the lease namespace
 // unless CALIBAN_LEASE_NAMESPACE says otherwise, and is then held to the same
 // rule. On error the ProcessSettings is the zero value.
-func ParseProcessSettings(lookup func(string) (string, bool), podNamespace string) (ProcessSettings, error) {
+func parseProcessSettings(lookup func(string) (string, bool), podNamespace string) (ProcessSettings, error) {
 	p := newEnvParser(lookup)
 	s := p.process(podNamespace)
 	if len(p.errs) > 0 {

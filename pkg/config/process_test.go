@@ -39,7 +39,7 @@ func TestLeaseSettingsThatPassStartUpBuildAnElector(t *testing.T) {
 		return err
 	}
 	parse := func(duration, grace int64) (ProcessSettings, error) {
-		return ParseProcessSettings(settingsEnv(map[string]string{
+		return parseProcessSettings(settingsEnv(map[string]string{
 			EnvLeaseDurationSeconds: strconv.FormatInt(duration, 10),
 			EnvLeaseGraceSeconds:    strconv.FormatInt(grace, 10),
 		}), settingsPodNamespace)
@@ -122,10 +122,10 @@ func TestSettingsHalvesReadDisjointVariables(t *testing.T) {
 		return func(name string) (string, bool) { into[name] = true; return "", false }
 	}
 	agent, process := map[string]bool{}, map[string]bool{}
-	if _, err := ParseAgentSettings(record(agent)); err != nil {
+	if _, err := parseAgentSettings(record(agent)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ParseProcessSettings(record(process), settingsPodNamespace); err != nil {
+	if _, err := parseProcessSettings(record(process), settingsPodNamespace); err != nil {
 		t.Fatal(err)
 	}
 	for name := range agent {
@@ -184,7 +184,7 @@ func TestParseHalvesRefuse(t *testing.T) {
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
-			got, err := ParseProcessSettings(settingsEnv(test.env), settingsPodNamespace)
+			got, err := parseProcessSettings(settingsEnv(test.env), settingsPodNamespace)
 			if diff := cmp.Diff(test.want, fmt.Sprint(err)); diff != "" {
 				t.Errorf("error (-want +got):\n%s", diff)
 			}
@@ -194,7 +194,7 @@ func TestParseHalvesRefuse(t *testing.T) {
 		})
 	}
 	t.Run("the agent half reports its own variable", func(t *testing.T) {
-		_, err := ParseAgentSettings(settingsEnv(map[string]string{EnvCalibandPort: "7500"}))
+		_, err := parseAgentSettings(settingsEnv(map[string]string{EnvCalibandPort: "7500"}))
 		if want := "CALIBAND_PORT 7500 falls inside the agent port window 7100-7999"; fmt.Sprint(err) != want {
 			t.Errorf("error %q, want %q", err, want)
 		}
@@ -203,29 +203,29 @@ func TestParseHalvesRefuse(t *testing.T) {
 		if s := DefaultProcessSettings(); s.PprofBindAddress != "" {
 			t.Errorf("default PprofBindAddress %q, want off", s.PprofBindAddress)
 		}
-		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvPprofBindAddress: "127.0.0.1:6060"}), settingsPodNamespace)
+		s, err := parseProcessSettings(settingsEnv(map[string]string{EnvPprofBindAddress: "127.0.0.1:6060"}), settingsPodNamespace)
 		if err != nil || s.PprofBindAddress != "127.0.0.1:6060" {
 			t.Errorf("PprofBindAddress %q, err %v", s.PprofBindAddress, err)
 		}
 	})
 	t.Run("a drain timeout is read in seconds", func(t *testing.T) {
-		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvDrainTimeoutSeconds: "3"}), settingsPodNamespace)
+		s, err := parseProcessSettings(settingsEnv(map[string]string{EnvDrainTimeoutSeconds: "3"}), settingsPodNamespace)
 		if err != nil || s.TaskDrainTimeout != 3*time.Second {
 			t.Errorf("TaskDrainTimeout %s, err %v; want 3s", s.TaskDrainTimeout, err)
 		}
 	})
 	t.Run("the pin key lives in the operator's namespace, and in default only outside a cluster", func(t *testing.T) {
-		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvPinKeySecret: "other-key"}), "caliban-system")
+		s, err := parseProcessSettings(settingsEnv(map[string]string{EnvPinKeySecret: "other-key"}), "caliban-system")
 		if err != nil || s.PinKeySecret != "other-key" || s.PinKeyNamespace() != "caliban-system" {
 			t.Errorf("pin key %s/%s, err %v; want caliban-system/other-key", s.PinKeyNamespace(), s.PinKeySecret, err)
 		}
-		s, err = ParseProcessSettings(settingsEnv(map[string]string{EnvLeaderElection: "false"}), "")
+		s, err = parseProcessSettings(settingsEnv(map[string]string{EnvLeaderElection: "false"}), "")
 		if err != nil || s.PinKeySecret != DefaultPinKeySecret || s.PinKeyNamespace() != "default" {
 			t.Errorf("pin key %s/%s, err %v; want default/%s", s.PinKeyNamespace(), s.PinKeySecret, err, DefaultPinKeySecret)
 		}
 	})
 	t.Run("a resync period is read in seconds", func(t *testing.T) {
-		s, err := ParseProcessSettings(settingsEnv(map[string]string{EnvResyncSeconds: "7"}), settingsPodNamespace)
+		s, err := parseProcessSettings(settingsEnv(map[string]string{EnvResyncSeconds: "7"}), settingsPodNamespace)
 		if err != nil || s.ResyncPeriod != 7*time.Second {
 			t.Errorf("ResyncPeriod %s, err %v; want 7s", s.ResyncPeriod, err)
 		}

@@ -91,7 +91,7 @@ type Settings struct {
 
 // Default is the configuration of an empty environment inside a cluster,
 // except LeaseNamespace, which only Parse can know.
-func Default() Settings {
+func defaults() Settings {
 	return Settings{AgentSettings: DefaultAgentSettings(), ProcessSettings: DefaultProcessSettings()}
 }
 
@@ -100,7 +100,7 @@ func Default() Settings {
 // shape (a nil lookup reads an empty environment): the agent variables, then
 // the process variables. podNamespace is the service-account namespace the
 // caller read from the pod's filesystem, "" outside a cluster (see
-// ParseProcessSettings).
+// parseProcessSettings).
 //
 // Values are trimmed. An unset variable takes its default. A variable set to
 // a blank value is an error, except where blank has a meaning of its own:

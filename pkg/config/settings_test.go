@@ -119,9 +119,9 @@ func TestDefault(t *testing.T) {
 			},
 		},
 	}
-	t.Run("Default() matches the Default columns of the configuration tables", func(t *testing.T) {
-		if diff := cmp.Diff(want, Default()); diff != "" {
-			t.Errorf("Default() (-want +got):\n%s", diff)
+	t.Run("defaults() matches the Default columns of the configuration tables", func(t *testing.T) {
+		if diff := cmp.Diff(want, defaults()); diff != "" {
+			t.Errorf("defaults() (-want +got):\n%s", diff)
 		}
 	})
 	t.Run("an empty environment in a cluster gives the defaults and the pod's namespace for the lease", func(t *testing.T) {
@@ -136,7 +136,7 @@ func TestDefault(t *testing.T) {
 		}
 	})
 	t.Run("the defaults keep every rule the fuzzer checks", func(t *testing.T) {
-		s := Default()
+		s := defaults()
 		s.LeaseNamespace = settingsPodNamespace
 		if problems := settingsProblems(s); len(problems) > 0 {
 			t.Errorf("problems: %v", problems)
@@ -152,9 +152,9 @@ func TestDefault(t *testing.T) {
 		}
 	})
 	t.Run("defaults are not shared between calls", func(t *testing.T) {
-		a := Default()
+		a := defaults()
 		a.CalibandResources.Requests[corev1.ResourceCPU] = resource.MustParse("9")
-		if diff := cmp.Diff(want, Default()); diff != "" {
+		if diff := cmp.Diff(want, defaults()); diff != "" {
 			t.Errorf("a caller's change leaked into the defaults (-want +got):\n%s", diff)
 		}
 	})
@@ -449,7 +449,7 @@ func TestParse(t *testing.T) {
 			case "-":
 				podNamespace = ""
 			}
-			want := Default()
+			want := defaults()
 			want.LeaseNamespace = settingsPodNamespace
 			test.want(&want)
 

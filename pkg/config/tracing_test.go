@@ -188,7 +188,7 @@ func TestParseTracing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want := DefaultTracingSettings()
 			tc.want(&want)
-			got, err := ParseProcessSettings(settingsEnv(tc.env), settingsPodNamespace)
+			got, err := parseProcessSettings(settingsEnv(tc.env), settingsPodNamespace)
 			if err != nil {
 				t.Fatalf("unexpected error:\n%v", err)
 			}
@@ -388,7 +388,7 @@ func TestTracingTargetIsWhereTheExporterSends(t *testing.T) {
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
-			s, err := ParseProcessSettings(settingsEnv(tc.env), settingsPodNamespace)
+			s, err := parseProcessSettings(settingsEnv(tc.env), settingsPodNamespace)
 			if err != nil {
 				t.Fatal(err)
 			}

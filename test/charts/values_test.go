@@ -15,7 +15,8 @@ import (
 )
 
 // The chart's defaults are the binary's: the operator reads the default
-// Deployment's env as exactly config.Default(), the one source of defaults.
+// Deployment's env as exactly an empty environment, the one source of
+// defaults.
 func TestTheChartsDefaultSettingsAreTheOperatorsDefaults(t *testing.T) {
 	var env map[string]string
 	for _, o := range render(t, framework.OperatorChart, nil) {
@@ -30,10 +31,12 @@ func TestTheChartsDefaultSettingsAreTheOperatorsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the operator refuses the chart's default env: %v", err)
 	}
-	want := config.Default()
-	want.LeaseNamespace = namespace
+	want, err := config.Parse(func(string) (string, bool) { return "", false }, namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b resource.Quantity) bool { return a.Cmp(b) == 0 })); diff != "" {
-		t.Errorf("the chart's default settings differ from config.Default() (-want +got):\n%s", diff)
+		t.Errorf("the chart's default settings differ from an empty environment's (-want +got):\n%s", diff)
 	}
 }
 

@@ -40,7 +40,7 @@ func tracingEnv(t *testing.T, env map[string]string) config.TracingSettings {
 	} {
 		t.Setenv(name, env[name])
 	}
-	s, err := config.ParseProcessSettings(os.LookupEnv, "caliban-system")
+	s, err := config.Parse(os.LookupEnv, "caliban-system")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -280,16 +280,16 @@ func TestTheRenderedPodPassesPodSecurityRestricted(t *testing.T) {
 			})
 			s := test.scenario.settings
 			if test.seccomp != "" {
-				var err error
-				s, err = config.ParseAgentSettings(func(k string) (string, bool) {
+				parsed, err := config.Parse(func(k string) (string, bool) {
 					if k == config.EnvAgentSeccompProfile {
 						return test.seccomp, true
 					}
 					return "", false
-				})
+				}, ns)
 				if err != nil {
 					t.Fatal(err)
 				}
+				s = parsed.AgentSettings
 			}
 			owner := createTask(t, ns, "refactor-auth", test.scenario.task)
 			// The ServiceAccount admission plugin rejects a pod whose
