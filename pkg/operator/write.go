@@ -20,14 +20,16 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
-// The operator's one write path: every object it writes (a task's
-// ServiceAccount, NetworkPolicy and Sandbox, a task's drain finalizer, the
-// status of tasks and Workspaces) is a server-side apply of an apply
-// configuration, under the field manager caliban-operator, forced, through
-// apply. The two other requests, the tested JSON patch that removes a drain
-// finalizer another manager wrote and the delete of a task whose TTL ran
-// out, are in drain.go. Each write made is recorded in the span of the sync
-// that made it (tracing.RecordWrite), under one of these names.
+// The operator's write path: every object it writes (a task's
+// ServiceAccount, NetworkPolicy, Sandbox and claim, a task's drain
+// finalizer, the status of tasks and Workspaces, a warm pool's objects) is
+// a server-side apply of an apply configuration, under the field manager
+// caliban-operator, forced, through apply. The other requests are two
+// tested JSON patches (drain.go: the drain finalizer another manager wrote;
+// task_warm.go: the take of a claimed Sandbox) and three deletes (a task
+// whose TTL ran out, a claim of another rendering, a warm pool's objects).
+// Each write made is recorded in the span of the sync that made it
+// (tracing.RecordWrite), under one of these names.
 const (
 	writeStatus         = "status"
 	writeServiceAccount = "serviceaccount"
