@@ -37,6 +37,12 @@ type floorResult struct {
 	// own, and the apiserver's, whose CPU per task says whether the machine
 	// ran at the speed it did for the operator's burst.
 	burstHost hostShare
+	// idleRSS is the bare client's resident set before its burst, as the
+	// operator's is read: its binary's pages and caches over the tasks
+	// the operator's cold start saw.
+	idleRSS float64
+	// binarySize is the bare client's binary, in MB.
+	binarySize float64
 }
 
 // buildFloor compiles the bare client (test/bench/floor) into dir.
@@ -147,6 +153,12 @@ func (b *bench) floor(ctx context.Context, kubeconfig string, res *Result) error
 	}
 	hostBefore, err := b.hostCPU()
 	if err != nil {
+		return fail(err)
+	}
+	if res.floor.idleRSS, err = procStatusMiB(cmd.Process.Pid, "VmRSS"); err != nil {
+		return fail(err)
+	}
+	if res.floor.binarySize, err = fileMB(b.floorBinary); err != nil {
 		return fail(err)
 	}
 	burstStart := time.Now()

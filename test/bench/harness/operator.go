@@ -141,9 +141,22 @@ func (p *operatorProcess) peakRSS() (float64, error) { return p.status("VmHWM") 
 // rss is the process's resident set now (VmRSS), in MiB.
 func (p *operatorProcess) rss() (float64, error) { return p.status("VmRSS") }
 
-// status reads a size in kB from /proc/<pid>/status, in MiB.
-func (p *operatorProcess) status(field string) (float64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+// status reads a size in kB from the operator's /proc/<pid>/status, in MiB.
+func (p *operatorProcess) status(field string) (float64, error) { return procStatusMiB(p.Pid(), field) }
+
+// fileMB is a file's size in MB (10^6 bytes), as a binary's size is
+// usually given.
+func fileMB(path string) (float64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	return float64(fi.Size()) / 1e6, nil
+}
+
+// procStatusMiB reads a size in kB from /proc/<pid>/status, in MiB.
+func procStatusMiB(pid int, field string) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -156,7 +169,7 @@ func (p *operatorProcess) status(field string) (float64, error) {
 			return kb / 1024, nil
 		}
 	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, p.Pid())
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 // profile saves /debug/pprof/<name> (with query) to path. The pprof

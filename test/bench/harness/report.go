@@ -47,6 +47,8 @@ type Result struct {
 	cold    coldStartResult
 	steady  steadyResult
 	floor   floorResult
+	// operatorBinary is the size of the operator's binary, in MB.
+	operatorBinary float64
 }
 
 // phaseResult is a batch of tasks: when each create was sent and each task
@@ -198,6 +200,11 @@ func (r *Result) rows() []row {
 		{floor, "bare client API requests per task (apiserver)", fl.apf.requests / n, "requests"},
 		{floor, "bare client CPU per task", ms(fl.burstHost.byProcess[floorKey]) / n, "ms"},
 		{floor, "operator CPU per task / bare client CPU per task", (ms(bu.after.cpu-bu.before.cpu) / n) / (ms(fl.burstHost.byProcess[floorKey]) / n), "×"},
+		{floor, "bare client RSS before the burst (VmRSS)", fl.idleRSS, "MiB"},
+		{floor, "operator RSS before the burst / bare client's", bu.idleRSS / fl.idleRSS, "×"},
+		{floor, "operator binary", r.operatorBinary, "MB"},
+		{floor, "bare client binary", fl.binarySize, "MB"},
+		{floor, "operator binary / bare client binary", r.operatorBinary / fl.binarySize, "×"},
 		{floor, "Sandbox Ready → Running p50", percentile(fl.readyToRunning, 50), "ms"},
 		{floor, "Sandbox Ready → Running p99", percentile(fl.readyToRunning, 99), "ms"},
 		{floorPaced, "Sandbox Ready → Running p50", percentile(fl.pacedReadyToRunning, 50), "ms"},
@@ -325,7 +332,7 @@ func (r *Result) method() string {
 - **Burst**: one Ready Workspace with an existing credentials Secret; %d CalibanTasks created by a client at concurrency %d, paced to spread over %s. Throughput = N / (last task seen Running − first create sent).
 - **Requests and writes per task**: FlowSchemas whose subject is the operator's ServiceAccount (one per verb and resource its RBAC grants, then one catch-all for write verbs and one for read verbs and non-resource URLs) route its requests to a priority level of their own; the apiserver counts them in apiserver_flowcontrol_dispatched_requests_total by flow_schema. The difference between scrapes before the first create and after every task is Running and the operator has run no sync and sent no request but lease renewals for %s, divided by N. Writes are create, update, patch, delete, deletecollection; reads are get, list, watch.
 - **Syncs per task**: caliban_controller_syncs_total{controller="calibantask"} from the operator's /metrics over the same interval, divided by N.
-- **CPU and memory**: utime+stime of /proc/<pid>/stat (clock ticks of 10 ms) over the same interval, divided by N; peak RSS is VmHWM of /proc/<pid>/status after the burst.
+- **CPU and memory**: utime+stime of /proc/<pid>/stat (clock ticks of 10 ms) over the same interval, divided by N; peak RSS is VmHWM of /proc/<pid>/status after the burst. The RSS before the burst (VmRSS) is read the same way for the operator and the bare client, each after its caches synced over the same tasks; the binaries' sizes are of the files run (the operator's as make bench builds it, the bare client's as go build ./test/bench/floor does).
 - **The machine's CPU**: /proc/stat (busy = all but idle and iowait) and every process's utime+stime grouped by command name, read at the same two moments as the burst's other figures (so the interval includes the quiet time the operator needs to be seen settled). The bench process itself (client, watches, scrapes) is "bench". Machine-bound task limit = the cores / (CPU per task of every process but the operator): what this machine could carry if the operator cost nothing. The write-bound limit is measured with small objects and no other watcher, so it overstates what a task's real writes (a Sandbox with a pod template, a status with the pin, each fanned out to every watcher) let the apiserver do; the machine-bound limit is the bound this run actually met.
 - **Latencies**: one watch on CalibanTasks and one on Sandboxes, opened before the burst, record the first moment each task is seen Running and each Sandbox is seen Ready=True; create → Running starts when the create request is sent. Percentiles are nearest-rank. The paced phase creates %d more tasks at %g/s on the same operator.
 - **Steady state**: once the steady-state operator has synced every task and been quiet (as above) for %s, the FlowSchema counters, its syncs and its CPU are taken over the window. Lease renewals (leader election) are writes too and are counted.

@@ -75,14 +75,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if cfg.OperatorBinary == "" || cfg.ResultsDir == "" {
 		return nil, errors.New("Config.OperatorBinary and Config.ResultsDir are required")
 	}
-	if _, err := os.Stat(cfg.OperatorBinary); err != nil {
+	size, err := fileMB(cfg.OperatorBinary)
+	if err != nil {
 		return nil, fmt.Errorf("the operator binary: %w", err)
 	}
 	if err := os.MkdirAll(cfg.ResultsDir, 0o755); err != nil {
 		return nil, err
 	}
 	stamp := time.Now().UTC()
-	res = &Result{Config: cfg, Stamp: stamp, Stem: fmt.Sprintf("%s-n%d", stamp.Format("20060102T150405Z"), cfg.N)}
+	res = &Result{Config: cfg, Stamp: stamp, Stem: fmt.Sprintf("%s-n%d", stamp.Format("20060102T150405Z"), cfg.N), operatorBinary: size}
 	switch {
 	case cfg.Warm:
 		res.Stem += "-warm"
