@@ -39,26 +39,13 @@
 # Exit status 0 when the map matches, 2 on a usage error.
 set -o errexit -o nounset -o pipefail
 
-usage() {
+# shellcheck source=hack/lib/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+check_root "$0 [-C DIR]" "$@"
+if [[ ${#ARGS[@]} -ne 0 ]]; then
   echo "usage: $0 [-C DIR]" >&2
   exit 2
-}
-
-dir=$(dirname "${BASH_SOURCE[0]}")
-while getopts ":C:h" opt; do
-  case "${opt}" in
-    C) dir=${OPTARG} ;;
-    *) usage ;;
-  esac
-done
-shift $((OPTIND - 1))
-[[ $# -eq 0 ]] || usage
-
-root=$(git -C "${dir}" rev-parse --show-toplevel 2>/dev/null) || {
-  echo "$0: ${dir} is not inside a git repository" >&2
-  exit 2
-}
-cd "${root}"
+fi
 
 doc=docs/architecture.md
 section="Where the code lives"

@@ -37,25 +37,10 @@
 # resolves, 2 on a usage error.
 set -o errexit -o nounset -o pipefail
 
-usage() {
-  echo "usage: $0 [-C DIR] [-- PATHSPEC...]" >&2
-  exit 2
-}
-
-dir=$(dirname "${BASH_SOURCE[0]}")
-while getopts ":C:h" opt; do
-  case "${opt}" in
-    C) dir=${OPTARG} ;;
-    *) usage ;;
-  esac
-done
-shift $((OPTIND - 1))
-
-root=$(git -C "${dir}" rev-parse --show-toplevel 2>/dev/null) || {
-  echo "$0: ${dir} is not inside a git repository" >&2
-  exit 2
-}
-cd "${root}"
+# shellcheck source=hack/lib/checks.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
+check_root "$0 [-C DIR] [-- PATHSPEC...]" "$@"
+set -- "${ARGS[@]}"
 
 tmp=$(mktemp -d)
 trap 'rm -rf "${tmp}"' EXIT

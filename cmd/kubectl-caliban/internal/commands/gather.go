@@ -133,8 +133,12 @@ func gather(ctx context.Context, c *cli.Clients, ns, name string) (*Snapshot, er
 	if np, err := c.Networking.NetworkPolicies(ns).Get(ctx, builders.NetworkPolicyName(task.Name), metav1.GetOptions{}); keep("NetworkPolicy", err) {
 		s.NetworkPolicy = np
 	}
-	if p, err := c.Core.Pods(ns).Get(ctx, diagnose.PodName(task, s.Sandbox), metav1.GetOptions{}); keep("Pod", err) {
-		s.Pod = p
+	// A warm task's claim may hold no Sandbox yet, so there is no pod to
+	// name.
+	if podName := diagnose.PodName(task, s.Sandbox); podName != "" {
+		if p, err := c.Core.Pods(ns).Get(ctx, podName, metav1.GetOptions{}); keep("Pod", err) {
+			s.Pod = p
+		}
 	}
 	events := func(what string, uid types.UID) []eventsv1.Event {
 		list, err := c.Events.Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "regarding.uid=" + string(uid)})

@@ -109,6 +109,13 @@ func fakeClients(refused string, objects ...runtime.Object) *cli.Clients {
 		})
 		return true, list, nil
 	})
+	// The REST client refuses a read without a name before it sends it.
+	kube.PrependReactor("get", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() == "" {
+			return true, nil, errors.New("resource name may not be empty")
+		}
+		return false, nil, nil
+	})
 	forbid := func(a k8stesting.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", errors.New(`User "bob" cannot read them`))
 	}
@@ -135,6 +142,9 @@ func TestGather(t *testing.T) {
 		&networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: builders.NetworkPolicyName("fix-login"), Namespace: "team-a"}},
 		event("e1", task.UID, "PhaseChanged"), event("e2", pod.UID, "Scheduled"), event("e3", "uid-other", "Unrelated"),
 	}
+	warmTask := task.DeepCopy()
+	warmTask.Status.SandboxRef = nil
+	warmTask.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm}
 	adopted := sandbox.DeepCopy()
 	adopted.Annotations = map[string]string{"agents.x-k8s.io/pod-name": "ws-warm-x7k2p"}
 	adoptedPod := fxPod("fix-login")
@@ -156,6 +166,9 @@ func TestGather(t *testing.T) {
 		},
 		"objects not made yet are absent, not problems": {
 			objects: []runtime.Object{task},
+		},
+		"a warm task whose claim holds no Sandbox yet has no pod to read, and no problem": {
+			objects: []runtime.Object{warmTask},
 		},
 		"a refused read of Sandboxes is a problem, and the pod is still read by the Sandbox's name": {
 			objects: everything,
