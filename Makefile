@@ -66,6 +66,9 @@ verify-checks:
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags release ./hack/release
+	@# text/template's reflection keeps every exported method in the binary (docs/performance.md#footprint).
+	@linked=$$($(GO) list -deps ./cmd/caliban-operator | grep -xE 'text/template|html/template|google.golang.org/grpc' || true); \
+	  if [[ -n "$$linked" ]]; then echo "the operator links $$linked, which doubles its binary and idle memory (docs/performance.md#footprint)" >&2; exit 1; fi
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/tools/agent-sandbox && $(GO) mod tidy -diff
