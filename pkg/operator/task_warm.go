@@ -107,8 +107,8 @@ func (c *TaskController) applyWarmPolicy(ctx context.Context, task *calibanv1alp
 	view := c.children.View(freshness.NetworkPolicy, task.Namespace, name)
 	// A warm task's next sync comes as soon as agent-sandbox hands over
 	// its Sandbox, often before the watch brings the policy just applied.
-	applied, _ := c.appliedPolicies.Load(task.UID)
-	if want.Plan(freshness.NetworkPolicy, view, "") == freshness.Keep || (view == nil && applied == want.NetworkPolicy) {
+	last, _ := c.appliedPolicies.Load(task.UID)
+	if want.Plan(freshness.NetworkPolicy, view, "") == freshness.Keep || (view == nil && last == want.NetworkPolicy) {
 		return nil
 	}
 	d, err := want.Render()
