@@ -41,11 +41,7 @@ set -o errexit -o nounset -o pipefail
 
 # shellcheck source=hack/lib/checks.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/checks.sh"
-check_root "$0 [-C DIR]" "$@"
-if [[ ${#ARGS[@]} -ne 0 ]]; then
-  echo "usage: $0 [-C DIR]" >&2
-  exit 2
-fi
+check_root_only "$0 [-C DIR]" "$@"
 
 doc=docs/architecture.md
 section="Where the code lives"

@@ -13,7 +13,7 @@ check_root() {
   local usage=$1
   shift
   local dir opt OPTIND=1
-  dir=$(dirname "${BASH_SOURCE[1]}")
+  dir=$(dirname "${BASH_SOURCE[-1]}")
   while getopts ":C:h" opt; do
     case "${opt}" in
       C) dir=${OPTARG} ;;
@@ -31,4 +31,14 @@ check_root() {
     exit 2
   }
   cd "${root}"
+}
+
+# check_root_only is check_root for a check that takes no other argument.
+check_root_only() {
+  local usage=$1
+  check_root "$@"
+  if [[ ${#ARGS[@]} -ne 0 ]]; then
+    echo "usage: ${usage}" >&2
+    exit 2
+  fi
 }

@@ -4,6 +4,7 @@
 package commands
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/diagnose"
 )
@@ -43,14 +46,9 @@ func NewLogs(o *cli.Options) *cobra.Command {
 			if clone {
 				container = builders.ContainerClone
 			}
-			podName := diagnose.PodName(task, sb)
-			pod, err := c.Core.Pods(ns).Get(cmd.Context(), podName, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return cli.WithCode(cli.ExitWaiting, fmt.Errorf("no pod yet for CalibanTask %s/%s (pod %s not found; phase %s): see kubectl caliban why %s",
-					ns, task.Name, podName, orNone(string(task.Status.Phase)), task.Name))
-			}
+			pod, err := taskPod(cmd.Context(), c, task, sb)
 			if err != nil {
-				return cli.APIError(err, "getting pod %s/%s", ns, podName)
+				return err
 			}
 			if problem := NoContainer(pod, container, clone); problem != "" {
 				return cli.WithCode(cli.ExitWaiting, fmt.Errorf("CalibanTask %s/%s: %s", ns, task.Name, problem))
@@ -69,6 +67,29 @@ func NewLogs(o *cli.Options) *cobra.Command {
 	cmd.Flags().BoolVar(&clone, "clone", false, "Read the clone-workspace init container's log instead of caliband's.")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "Keep streaming the log as it grows.")
 	return cmd
+}
+
+// taskPod is the pod of task's Sandbox sb (nil when there is none yet).
+// No pod yet is exit code 1: a warm task's claim may hold no Sandbox to
+// name one, or the pod may not be made.
+func taskPod(ctx context.Context, c *cli.Clients, task *calibanv1alpha1.CalibanTask, sb *sandboxv1beta1.Sandbox) (*corev1.Pod, error) {
+	ns := task.Namespace
+	noPod := func(why string) error {
+		return cli.WithCode(cli.ExitWaiting, fmt.Errorf("no pod yet for CalibanTask %s/%s (%s; phase %s): see kubectl caliban why %s",
+			ns, task.Name, why, orNone(string(task.Status.Phase)), task.Name))
+	}
+	podName := diagnose.PodName(task, sb)
+	if podName == "" {
+		return nil, noPod("its SandboxClaim holds no Sandbox yet")
+	}
+	pod, err := c.Core.Pods(ns).Get(ctx, podName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, noPod(fmt.Sprintf("pod %s not found", podName))
+	}
+	if err != nil {
+		return nil, cli.APIError(err, "getting pod %s/%s", ns, podName)
+	}
+	return pod, nil
 }
 
 // NoContainer says why container of pod has no log to read yet, "" when

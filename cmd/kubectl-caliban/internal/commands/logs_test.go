@@ -4,11 +4,15 @@
 package commands
 
 import (
+	"context"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/internal/cli"
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 )
 
@@ -39,6 +43,46 @@ func TestNoContainer(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if diff := cmp.Diff(test.want, NoContainer(test.pod, test.container, test.init)); diff != "" {
 				t.Errorf("NoContainer (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestTheLogsPodOfATaskWithoutOneIsExitCode1(t *testing.T) {
+	task := fxTask("fix-login", "team-a", running)
+	warm := task.DeepCopy()
+	warm.Status.SandboxRef = nil
+	warm.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm}
+	tests := map[string]struct {
+		task    *calibanv1alpha1.CalibanTask
+		objects []runtime.Object
+		want    string
+		code    int
+	}{
+		"a warm task whose claim holds no Sandbox yet": {
+			task: warm, code: cli.ExitWaiting,
+			want: "no pod yet for CalibanTask team-a/fix-login (its SandboxClaim holds no Sandbox yet; phase Running): see kubectl caliban why fix-login",
+		},
+		"a task whose pod is not made": {
+			task: task, code: cli.ExitWaiting,
+			want: "no pod yet for CalibanTask team-a/fix-login (pod fix-login-sbx not found; phase Running): see kubectl caliban why fix-login",
+		},
+		"a task with its pod": {task: task, objects: []runtime.Object{fxPod("fix-login")}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			pod, err := taskPod(context.Background(), fakeClients("", tc.objects...), tc.task, nil)
+			if tc.want == "" {
+				if err != nil || pod == nil {
+					t.Fatalf("pod %v, error %v; want the pod", pod, err)
+				}
+				return
+			}
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("error %v, want %q", err, tc.want)
+			}
+			if code, _ := cli.ExitCode(err); code != tc.code {
+				t.Errorf("exit code %d, want %d", code, tc.code)
 			}
 		})
 	}
