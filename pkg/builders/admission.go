@@ -297,15 +297,15 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 	} else {
 		// The pin's signature before every check that reads the pin: a pin
 		// someone else wrote can say whatever passes them.
-		for _, problem := range []func() *Failure{
-			func() *Failure { return UntrustedPin(task, facts.PinKey) },
-			func() *Failure { return PinnedPostureProblem(task) },
-			func() *Failure { return PinnedEnvProblem(task) },
-		} {
-			if f := problem(); f != nil {
-				d.Failure = f
-				return d, nil
-			}
+		d.Failure = UntrustedPin(task, facts.PinKey)
+		if d.Failure == nil {
+			d.Failure = PinnedPostureProblem(task)
+		}
+		if d.Failure == nil {
+			d.Failure = PinnedEnvProblem(task)
+		}
+		if d.Failure != nil {
+			return d, nil
 		}
 		d.Posture = RequestedPosture(task)
 	}

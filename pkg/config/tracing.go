@@ -276,7 +276,9 @@ func (p *envParser) otlpExport(endpoint string) OTLPExport {
 	if (e.ClientCertificate == "") != (e.ClientKey == "") {
 		p.fail("%s and %s go together: set both or neither", otlpVariable(OTLPClientCertificate), otlpVariable(OTLPClientKey))
 	}
-	plain := strings.HasPrefix(endpoint, "http://")
+	// The scheme as the exporter reads it: url.Parse lowers its case.
+	u, _ := url.Parse(endpoint)
+	plain := u != nil && u.Scheme == "http"
 	if plain {
 		for _, f := range [][2]string{{e.Certificate, e.CertificateVariable}, {e.ClientCertificate, e.ClientCertificateVariable}, {e.ClientKey, e.ClientKeyVariable}} {
 			if f[0] != "" {

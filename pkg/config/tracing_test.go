@@ -236,6 +236,13 @@ func TestParseTracingRefuses(t *testing.T) {
 			env:  map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_CERTIFICATE": "/ca.pem"},
 			want: []string{`OTEL_EXPORTER_OTLP_CERTIFICATE is set, but the endpoint "http://c:4318" is http:// (no TLS); use https://`},
 		},
+		"a CA bundle for an endpoint without TLS, its scheme in capitals": {
+			env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "HTTP://c:4318", "OTEL_EXPORTER_OTLP_CLIENT_KEY": "/k.pem", "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": "/c.pem"},
+			want: []string{
+				`OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE is set, but the endpoint "HTTP://c:4318" is http:// (no TLS); use https://`,
+				`OTEL_EXPORTER_OTLP_CLIENT_KEY is set, but the endpoint "HTTP://c:4318" is http:// (no TLS); use https://`,
+			},
+		},
 		"insecure against an https endpoint": {
 			env: map[string]string{
 				"OTEL_EXPORTER_OTLP_ENDPOINT": "https://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc", "OTEL_EXPORTER_OTLP_INSECURE": "true",
