@@ -300,8 +300,11 @@ func TestTheTimeoutEndsTheRetries(t *testing.T) {
 			if err == nil {
 				t.Fatal("an endpoint that never accepts was taken for a success")
 			}
-			// 50 ms, then 75 + jitter, then the next wait passes the deadline.
-			if n := len(e.requests()); n < 2 || n > 4 {
+			// The waits are at least 50, 75 and 112 ms: however slow the
+			// machine, no more than four requests fit in 200 ms. (That a
+			// retry comes at all is TestWhatMayPassIsRetried's; here a slow
+			// machine may spend the timeout on the first request.)
+			if n := len(e.requests()); n < 1 || n > 4 {
 				t.Errorf("%d requests in 200 ms of retries every 50 ms or more", n)
 			}
 		})
