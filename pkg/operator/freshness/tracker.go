@@ -235,38 +235,73 @@ func (t *Tracker) Transform(obj any) (any, error) {
 		}
 		return v, nil
 	case *networkingv1.NetworkPolicy:
-		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Applied: appliedOfNonTask(o)}
+		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Applied: appliedOfNonTask(o), meta: metaSum(o)}
 		if task := t.pinnedOwner(o); task != nil {
-			if want, hash, err := t.renderer.NetworkPolicy(task, task.Status.ResolvedWorkspace, t.memo.partial(versionOf(task)).NetworkPolicy); err == nil {
-				t.memo.record(versionOf(task), NetworkPolicy, hash)
-				if want != nil && upToDate(o, want, hash) {
-					v.Holds = hash
+			v.Holds = t.verdict(NetworkPolicy, task, o, v, func(known string) (any, string, error) {
+				want, hash, err := t.renderer.NetworkPolicy(task, task.Status.ResolvedWorkspace, known)
+				if want == nil { // a typed nil is not a nil any
+					return nil, hash, err
 				}
-			}
+				return want, hash, err
+			})
 		}
 		return v, nil
 	case *sandboxv1beta1.Sandbox:
 		// A copy: a pointer into o would keep all of o, pod template and
 		// all, alive for as long as the view.
-		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Sandbox: builders.ObserveSandbox(o)}
+		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Sandbox: builders.ObserveSandbox(o), meta: metaSum(o)}
 		if task := t.pinnedOwner(o); task != nil {
-			// Hashing the rendered Sandbox costs more than rendering it; the
-			// hash is taken once per version of the task.
-			if want, hash, err := t.renderer.Sandbox(task, task.Status.ResolvedWorkspace, t.memo.partial(versionOf(task)).Sandbox); err == nil && want != nil {
-				t.memo.record(versionOf(task), Sandbox, hash)
+			v.Holds = t.verdict(Sandbox, task, o, v, func(known string) (any, string, error) {
+				want, hash, err := t.renderer.Sandbox(task, task.Status.ResolvedWorkspace, known)
+				if err != nil || want == nil {
+					return nil, hash, err
+				}
 				// The comparison skips the apply configuration's kind, which
 				// a watch does not decode; the mode is compared on its own
-				// (see View.Sandbox). want is this call's own
-				// rendering, and its hash was taken before.
+				// (see View.Sandbox). want is this call's own rendering.
 				want.Spec.OperatingMode = nil
-				if upToDate(o, want, hash) {
-					v.Holds = hash
-				}
-			}
+				return want, hash, nil
+			})
 		}
 		return v, nil
 	}
 	return obj, nil
+}
+
+// verdict is the Holds of o, a NetworkPolicy or Sandbox of task whose new
+// view is v. Most events of a Sandbox are agent-sandbox writing its status:
+// when o changed nothing the check reads since the view cached before it
+// (unchanged), and its task still wants what that view was found to hold,
+// the verdict stands without rendering or comparing anything. Otherwise o
+// is checked against what render (given the hash already known for the
+// task's version, "" for none) returns.
+func (t *Tracker) verdict(kind Kind, task *calibanv1alpha1.CalibanTask, o metav1.Object, v *View, render func(known string) (want any, hash string, err error)) string {
+	ver := versionOf(task)
+	known := t.memo.partial(ver).of(kind)
+	if known != "" && t.unchanged(kind, v, known) {
+		return known
+	}
+	want, hash, err := render(known)
+	if err != nil {
+		return ""
+	}
+	t.memo.record(ver, kind, hash)
+	if want != nil && upToDate(o, want, hash) {
+		return hash
+	}
+	return ""
+}
+
+// unchanged reports that the view cached for v's object held the hash and
+// was of the same object at the same generation, with the same labels,
+// annotations and owners: all a check of a NetworkPolicy or Sandbox reads,
+// since what the operator applies of them is metadata and spec, and the
+// server counts every change of spec in the generation. The cache may lag
+// the event; an older view of the same generation still has the same spec.
+func (t *Tracker) unchanged(kind Kind, v *View, hash string) bool {
+	prev := t.View(kind, v.Namespace, v.Name)
+	return prev != nil && prev.Holds == hash && prev.UID == v.UID &&
+		v.Generation != 0 && prev.Generation == v.Generation && prev.meta == v.meta
 }
 
 // appliedOfNonTask is the applied-hash annotation of an object no task

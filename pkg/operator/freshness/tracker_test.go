@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -262,6 +263,139 @@ func TestPlanSaysWhatASyncWrites(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			if got := w.Plan(tc.kind, tc.view, tc.mode); got != tc.want {
 				t.Errorf("Plan = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// servedSandbox is the Sandbox the server holds after the apply of what
+// task wants, at generation 1.
+func servedSandbox(t *testing.T, tr *Tracker, task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
+	t.Helper()
+	w, err := tr.Want(task, task.Status.ResolvedWorkspace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := w.Render()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := json.Marshal(d.Sandbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb := &sandboxv1beta1.Sandbox{}
+	if err := json.Unmarshal(body, sb); err != nil {
+		t.Fatal(err)
+	}
+	sb.TypeMeta = metav1.TypeMeta{}
+	sb.UID, sb.Generation, sb.ResourceVersion = "sb1", 1, "10"
+	return sb
+}
+
+// Most events of a Sandbox are agent-sandbox writing its status. The
+// verdict of the view cached before stands for them; anything a check
+// reads that changed has the event checked again.
+func TestAnEventThatChangedNothingCheckedKeepsTheVerdict(t *testing.T) {
+	task := pinnedTask()
+	served := servedSandbox(t, trackerOf(t, task), task)
+	tests := map[string]struct {
+		// cached is the Sandbox the cache's view was made from.
+		cached func(*sandboxv1beta1.Sandbox)
+		// event is the Sandbox of the next event.
+		event func(*sandboxv1beta1.Sandbox)
+		holds bool
+	}{
+		"its status written keeps it": {
+			event: func(sb *sandboxv1beta1.Sandbox) { sb.Status.ServiceFQDN = "fix-bug.team.svc" },
+			holds: true,
+		},
+		// The server counts every change of spec in the generation: an
+		// event at the same generation is not compared again, so this
+		// change, which no server would make, goes unseen.
+		"a spec at the same generation is not compared again": {
+			event: func(sb *sandboxv1beta1.Sandbox) { sb.Spec.PodTemplate.Spec.Containers[0].Image = "other" },
+			holds: true,
+		},
+		"a spec at a new generation is": {
+			event: func(sb *sandboxv1beta1.Sandbox) {
+				sb.Generation = 2
+				sb.Spec.PodTemplate.Spec.Containers[0].Image = "other"
+			},
+		},
+		"a label changed is": {
+			event: func(sb *sandboxv1beta1.Sandbox) { sb.Labels[builders.LabelManagedBy] = "someone" },
+		},
+		"an annotation changed is": {
+			event: func(sb *sandboxv1beta1.Sandbox) { sb.Annotations[builders.AnnotationAppliedHash] = "older" },
+		},
+		"an owner changed is": {
+			event: func(sb *sandboxv1beta1.Sandbox) { sb.OwnerReferences[0].Controller = new(false) },
+		},
+		"another Sandbox with the name is": {
+			event: func(sb *sandboxv1beta1.Sandbox) {
+				sb.UID = "sb2"
+				sb.Spec.PodTemplate.Spec.Containers[0].Image = "other"
+			},
+		},
+		"a view that held nothing is": {
+			cached: func(sb *sandboxv1beta1.Sandbox) { sb.Spec.PodTemplate.Spec.Containers[0].Image = "other" },
+			holds:  true,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			tr := trackerOf(t, task)
+			tr.stores[Sandbox] = cache.NewStore(cache.MetaNamespaceKeyFunc)
+			cached, event := served.DeepCopy(), served.DeepCopy()
+			if tc.cached != nil {
+				tc.cached(cached)
+			}
+			if tc.event != nil {
+				tc.event(event)
+			}
+			before, err := tr.Transform(cached)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := tr.stores[Sandbox].Add(before); err != nil {
+				t.Fatal(err)
+			}
+			if held := before.(*View).Holds != ""; held != (tc.cached == nil) {
+				t.Fatalf("the cached view holds = %v, want %v", held, tc.cached == nil)
+			}
+			after, err := tr.Transform(event)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := after.(*View).Holds != ""; got != tc.holds {
+				t.Errorf("holds = %v, want %v", got, tc.holds)
+			}
+		})
+	}
+}
+
+func TestMetaSumCountsEveryEntryInAnyOrder(t *testing.T) {
+	object := func(labels, annotations map[string]string) *metav1.ObjectMeta {
+		return &metav1.ObjectMeta{Labels: labels, Annotations: annotations}
+	}
+	base := metaSum(object(map[string]string{"a": "1", "b": "2"}, map[string]string{"c": "3"}))
+	tests := map[string]struct {
+		object *metav1.ObjectMeta
+		same   bool
+	}{
+		"the same entries": {object: object(map[string]string{"b": "2", "a": "1"}, map[string]string{"c": "3"}), same: true},
+		"a value changed":  {object: object(map[string]string{"a": "1", "b": "9"}, map[string]string{"c": "3"})},
+		"an entry gone":    {object: object(map[string]string{"a": "1"}, map[string]string{"c": "3"})},
+		"a label moved to the annotations": {
+			object: object(map[string]string{"a": "1"}, map[string]string{"b": "2", "c": "3"}),
+		},
+		"a key and value split elsewhere": {object: object(map[string]string{"a": "1", "b2": ""}, map[string]string{"c": "3"})},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := metaSum(tc.object) == base; got != tc.same {
+				t.Errorf("same sum = %v, want %v", got, tc.same)
 			}
 		})
 	}

@@ -4,6 +4,8 @@
 package freshness
 
 import (
+	"hash/maphash"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -38,11 +40,14 @@ type View struct {
 	// task's lifecycle (suspend, finish, the deadline: the clock), the
 	// rest follows spec and pin, and only the rest is hashed.
 	Sandbox *builders.ObservedSandbox
+	// meta sums the labels, annotations and owners the object had
+	// (metaSum), for Tracker.unchanged.
+	meta uint64
 }
 
 // DeepCopyObject makes a View a runtime.Object, which a cache stores.
 func (v *View) DeepCopyObject() runtime.Object {
-	out := &View{TypeMeta: v.TypeMeta, Holds: v.Holds, RenderedBy: v.RenderedBy, Applied: v.Applied}
+	out := &View{TypeMeta: v.TypeMeta, Holds: v.Holds, RenderedBy: v.RenderedBy, Applied: v.Applied, meta: v.meta}
 	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if v.Sandbox != nil {
 		sb := *v.Sandbox
@@ -63,4 +68,47 @@ func compactMeta(m metav1.Object) metav1.ObjectMeta {
 		CreationTimestamp: m.GetCreationTimestamp(),
 		OwnerReferences:   m.GetOwnerReferences(), DeletionTimestamp: m.GetDeletionTimestamp(),
 	}
+}
+
+// metaSeed seeds metaSum; a sum lives only as long as the process.
+var metaSeed = maphash.MakeSeed()
+
+// metaSum sums an object's labels, annotations and owner references, each
+// entry hashed on its own and added up, so that the maps' order does not
+// count: two objects with the same sum have, but for a 64-bit collision,
+// the same of each.
+func metaSum(o metav1.Object) uint64 {
+	var h maphash.Hash
+	h.SetSeed(metaSeed)
+	entry := func(kind byte, fields ...string) uint64 {
+		h.Reset()
+		h.WriteByte(kind)
+		for _, f := range fields {
+			h.WriteString(f)
+			h.WriteByte(0)
+		}
+		return h.Sum64()
+	}
+	var sum uint64
+	for k, v := range o.GetLabels() {
+		sum += entry('l', k, v)
+	}
+	for k, v := range o.GetAnnotations() {
+		sum += entry('a', k, v)
+	}
+	for _, r := range o.GetOwnerReferences() {
+		sum += entry('o', r.APIVersion, r.Kind, r.Name, string(r.UID), flag(r.Controller), flag(r.BlockOwnerDeletion))
+	}
+	return sum
+}
+
+// flag spells an optional boolean for metaSum.
+func flag(b *bool) string {
+	switch {
+	case b == nil:
+		return ""
+	case *b:
+		return "true"
+	}
+	return "false"
 }
