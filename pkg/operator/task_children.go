@@ -79,12 +79,11 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 	if plan == freshness.Keep {
 		return current.Sandbox, nil
 	}
-	sandboxes := c.sandboxes.Sandboxes(task.Namespace)
 	var desired *sandboxac.SandboxApplyConfiguration
 	if current != nil {
 		// The cache keeps no spec, and an apply over an existing Sandbox
 		// must carry what agent-sandbox keeps immutable as it is: read it.
-		live, err := sandboxes.Get(ctx, name, metav1.GetOptions{})
+		live, err := c.sandboxes.Sandboxes(task.Namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading Sandbox %s: %w", name, err)
 		}
@@ -103,7 +102,7 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 		desired.Spec.WithOperatingMode(mode)
 	}
 	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", name, "modeOnly", plan == freshness.ModeOnly, "kept", want.Kept(freshness.Sandbox, current))
-	if _, err := apply(ctx, writeSandbox, sandboxes, name, desired); err != nil {
+	if err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, desired); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, err
 		}

@@ -48,7 +48,7 @@ type TaskController struct {
 	caliban calibanclient.Interface
 	kube    kubernetes.Interface
 	// sandboxes gets and applies Sandboxes (clients.go).
-	sandboxes   sandboxclient.SandboxesGetter
+	sandboxes   *sandboxclient.AgentsV1beta1Client
 	taskIndexer cache.Indexer
 	// taskCache is the task cache with the operator's own status writes on
 	// top, until the informer brings them: every sync reads it, and so does

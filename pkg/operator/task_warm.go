@@ -140,7 +140,7 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	case view != nil:
 		// A mode to change on a Sandbox the cache has: the task's own
 		// lifecycle.
-		if _, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode)); apierrors.IsNotFound(err) {
+		if err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, builders.BuildClaimedSandbox(task, name, mode)); apierrors.IsNotFound(err) {
 			return task, applied{}, nil
 		} else if err != nil {
 			return task, applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)

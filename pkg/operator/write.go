@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
+	"k8s.io/client-go/rest"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -24,7 +25,8 @@ import (
 // ServiceAccount, NetworkPolicy, Sandbox and claim, a task's drain
 // finalizer, the status of tasks and Workspaces, a warm pool's objects) is
 // a server-side apply of an apply configuration, under the field manager
-// caliban-operator, forced, through apply. The other requests are two
+// caliban-operator, forced, through apply (applyUnread where the sync does
+// not read the answer). The other requests are two
 // tested JSON patches (drain.go: the drain finalizer another manager wrote;
 // task_warm.go: the take of a claimed Sandbox) and three deletes (a task
 // whose TTL ran out, a claim of another rendering, a warm pool's objects).
@@ -61,6 +63,24 @@ func apply[T any](ctx context.Context, write string, client patcher[T], name str
 		tracing.RecordWrite(ctx, write)
 	}
 	return obj, err
+}
+
+// applyUnread is apply for a write whose answer the sync does not read: the
+// answer is not decoded. A Sandbox's answer is its pod template, and
+// decoding it cost more CPU than anything else the sync does with a
+// Sandbox. It applies body to the object name of resource in namespace
+// through rc.
+func applyUnread(ctx context.Context, write string, rc rest.Interface, resource, namespace, name string, body runtime.ApplyConfiguration) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encoding the apply of %s: %w", name, err)
+	}
+	err = rc.Patch(types.ApplyPatchType).Namespace(namespace).Resource(resource).Name(name).
+		Param("fieldManager", builders.FieldManager).Param("force", "true").Body(data).Do(ctx).Error()
+	if err == nil {
+		tracing.RecordWrite(ctx, write)
+	}
+	return err
 }
 
 // statusApply is the apply configuration of an object's status: type and
