@@ -120,4 +120,6 @@ func sandboxListWatch(client rest.Interface, namespace string, tweak func(*metav
 // sandboxClient is the generated typed client of the Sandbox view over
 // rc, a client NewSandboxRESTClient made. (The generated clientset's own
 // AgentsV1beta1 would talk to the caliban group's REST client.)
-func sandboxClient(rc rest.Interface) *sandboxclient.AgentsV1beta1Client { return sandboxclient.New(rc) }
+func sandboxClient(rc rest.Interface) *sandboxclient.AgentsV1beta1Client {
+	return sandboxclient.New(rc)
+}

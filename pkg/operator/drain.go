@@ -43,7 +43,7 @@ func (c *TaskController) drain(ctx context.Context, task *calibanv1alpha1.Caliba
 	// task disappears.
 	in := builders.TaskStatusInput{
 		Task: task, Pin: task.Status.ResolvedWorkspace, Posture: task.Status.PermissionPosture, PinSignature: task.Status.PinSignature,
-		Sandbox: c.observed(task), Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout,
+		Sandbox: c.sandboxOf(task, c.claimOf(task)), Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout,
 	}
 	if _, err := c.record(ctx, task, in, anyVersion); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -1281,7 +1281,7 @@ func TestADeletedTaskWithoutTheFinalizerIsLeftAlone(t *testing.T) {
 				if err := f.sandboxInformer.GetIndexer().Delete(watchedSandbox(t, f.lastSandboxApply())); err != nil {
 					t.Fatal(err)
 				}
-				if c.observed(tk) != nil {
+				if c.sandboxOf(tk, c.claimOf(tk)) != nil {
 					t.Fatal("set-up: the Sandbox is still cached")
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	sandboxac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/sandbox/v1beta1"
@@ -19,10 +20,15 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
-// applyChildren applies a cold task's ServiceAccount, NetworkPolicy and
-// Sandbox, each only when its cache does not say it already is what the
-// sync would write (freshness.Want.Plan).
-func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, mode sandboxv1beta1.OperatingMode) (applied, error) {
+// applyChildren applies the task's children, each only when its cache
+// does not say it already is what the sync would write
+// (freshness.Want.Plan): a cold task's ServiceAccount, NetworkPolicy and
+// Sandbox; a warm task's NetworkPolicy, for the pod with its claim's UID,
+// and, on the Sandbox its claim holds, its labels and mode
+// (docs/adr/0026-warm-start.md). claim is a warm task's claim, nil for a
+// cold task. A warm pod runs as its pool's ServiceAccount.
+func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, claim *extv1beta1.SandboxClaim, mode sandboxv1beta1.OperatingMode) (applied, error) {
+	warm := claim != nil
 	want, err := c.children.Want(task, pin)
 	if err != nil {
 		return applied{}, err
@@ -35,15 +41,31 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		write func(*builders.Children) error
 	}{
 		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children) error {
+			if d.ServiceAccount == nil {
+				return nil
+			}
 			_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
 			return err
 		}},
 		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children) error {
+			if d.NetworkPolicy == nil {
+				return nil
+			}
 			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
+			if err == nil && warm {
+				c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
+			}
 			return err
 		}},
 	} {
-		if want.Plan(child.kind, c.children.View(child.kind, ns, child.name), "") == freshness.Keep {
+		view := c.children.View(child.kind, ns, child.name)
+		if want.Plan(child.kind, view, "") == freshness.Keep {
+			continue
+		}
+		// A warm task's next sync comes as soon as agent-sandbox hands
+		// over its Sandbox, often before the watch brings the policy just
+		// applied.
+		if last, _ := c.appliedPolicies.Load(task.UID); warm && child.kind == freshness.NetworkPolicy && view == nil && last == want.NetworkPolicy {
 			continue
 		}
 		d, err := want.Render()
@@ -54,6 +76,13 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		if err := child.write(d); err != nil {
 			return applied{}, fmt.Errorf("applying %s %s: %w", child.kind, child.name, err)
 		}
+	}
+	if warm {
+		if claim.Status.Sandbox.Name == "" {
+			// The claim's status brings the name, and wakes the task.
+			return applied{}, nil
+		}
+		return c.takeClaimed(ctx, task, pin, claim, claim.Status.Sandbox.Name, mode)
 	}
 	if !c.sandboxAPI.Served() {
 		return applied{apiMissing: true}, nil
@@ -119,13 +148,13 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 	return &builders.ObservedSandbox{Name: name, CalibandPort: c.settings.CalibandPort, Mode: builders.LiveMode(mode)}, nil
 }
 
-// observed is the task's Sandbox as its status reads it from the cache:
-// its own, or a warm task's claim's; nil when there is none.
-func (c *TaskController) observed(task *calibanv1alpha1.CalibanTask) *builders.ObservedSandbox {
+// sandboxOf is the task's Sandbox as its status reads it from the cache:
+// its own, or, for a warm task, the one its claim holds; nil when there is
+// none. claim is the task's claim from the cache (claimOf).
+func (c *TaskController) sandboxOf(task *calibanv1alpha1.CalibanTask, claim *extv1beta1.SandboxClaim) *builders.ObservedSandbox {
 	var owner metav1.Object = task
 	name := builders.SandboxName(task.Name)
 	if builders.IsWarm(task) {
-		claim := c.claimOf(task)
 		if claim == nil || claim.Status.Sandbox.Name == "" {
 			return nil
 		}

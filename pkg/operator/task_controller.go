@@ -360,7 +360,7 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 	if !ok || task.Status.Phase != calibanv1alpha1.TaskProvisioning {
 		return false
 	}
-	sandbox := c.observed(task)
+	sandbox := c.sandboxOf(task, c.claimOf(task))
 	return sandbox != nil && builders.SandboxServing(&sandbox.Status)
 }
 

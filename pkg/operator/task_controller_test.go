@@ -256,7 +256,7 @@ func (f *fixture) feedBack(c *TaskController, tk *calibanv1alpha1.CalibanTask) {
 	sa, np := f.servedChildren(tk)
 	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
 	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
-	if c.observed(stored) == nil && len(f.appliedSandboxes()) > 0 {
+	if c.sandboxOf(stored, c.claimOf(stored)) == nil && len(f.appliedSandboxes()) > 0 {
 		f.cacheSandbox(f.lastSandboxApply().DeepCopy())
 	}
 }

@@ -5,6 +5,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -18,7 +19,6 @@ import (
 	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
-	calibanclient "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
@@ -58,38 +58,18 @@ func (c *TaskController) syncTask(ctx context.Context, task *calibanv1alpha1.Cal
 	return after, err
 }
 
-// reconcile follows docs/crd-reference.md#admission: decide admission and
-// the checks, pin once, keep the finalizer and the children, then derive
-// and write the status.
+// reconcile follows docs/crd-reference.md#admission: gather, decide
+// admission and the checks (builders.Decide), write what the decision
+// calls for (provision), then the status, once, and say when to look
+// again.
 func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.CalibanTask) (time.Duration, error) {
 	now := c.clock.Now()
-	d, err := builders.Decide(task, c.facts(ctx, task), c.settings)
+	seen := c.facts(ctx, task)
+	d, err := builders.Decide(task, seen.TaskFacts, c.settings)
 	if err != nil {
 		return 0, err
 	}
-	in := builders.TaskStatusInput{Task: task, Failure: d.Failure, Pin: d.Pin, Posture: d.Posture, PinSignature: d.PinSignature,
-		Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout, Launch: d.Launch}
-	// stuck records a task nothing is applied for this pass: one that
-	// failed a check, or whose apply failed (problem). A Sandbox it already
-	// has is still its Sandbox.
-	stuck := func(task *calibanv1alpha1.CalibanTask, problem error) (*calibanv1alpha1.CalibanTask, error) {
-		if problem != nil {
-			in.ApplyProblem = problem.Error()
-		}
-		in.Sandbox = c.observed(task)
-		return c.record(ctx, task, in, anyVersion)
-	}
-	// An apply that fails says why in the status, once (the same problem
-	// again changes nothing to write); the error itself retries with
-	// backoff.
-	applyProblem := func(task *calibanv1alpha1.CalibanTask, err error) (time.Duration, error) {
-		if _, rerr := stuck(task, err); rerr != nil {
-			klog.FromContext(ctx).V(2).Info("Could not record the apply problem in the status", "error", rerr)
-		}
-		return 0, err
-	}
-	switch {
-	case d.WaitForWorkspace:
+	if d.WaitForWorkspace {
 		// A task that already says something keeps saying it until
 		// admission decides.
 		klog.FromContext(ctx).V(4).Info("Waiting for the workspace to be validated", "workspace", task.Spec.WorkspaceRef.Name)
@@ -97,63 +77,42 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 			_, err = c.record(ctx, task, builders.TaskStatusInput{Task: task}, anyVersion)
 		}
 		return pendingWorkspaceRequeue, err
-	case d.Failure != nil:
-		// A pinned task keeps the finalizer its onDelete asks for, failed
-		// or not: it is deleted like any other.
-		written, err := stuck(task, nil)
-		if err == nil && in.Pin != nil {
-			_, err = c.syncDrainFinalizer(ctx, written)
-		}
-		return failureRequeue, err
 	}
-
-	// fresh is the claim this pass applied, which the cache may not have.
-	var fresh *extv1beta1.SandboxClaim
-	if d.NewlyPinned {
-		if in.Launch != nil && in.Launch.Type == calibanv1alpha1.LaunchWarm && in.Launch.Claim == nil {
-			// The claim first, so that agent-sandbox hands over a Sandbox
-			// while the pin is written, and written with its UID: the
-			// NetworkPolicy selects the pod by it.
-			if fresh, err = c.applyClaim(ctx, task); err != nil {
-				return applyProblem(task, err)
-			}
-			in.Launch.Claim = &calibanv1alpha1.ClaimReference{Name: fresh.Name, UID: fresh.UID}
-		}
-		var conflict bool
-		if task, conflict, err = c.pin(ctx, task, &in); conflict {
-			// The newer version may differ only in what the operator wrote
-			// itself, which wakes nobody: look again shortly.
-			klog.FromContext(ctx).V(4).Info("The task changed since the cache saw it; looking again", "error", err)
-			return conflictRequeue, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-	}
-	// The finalizer before any child: a task deleted once it has children
-	// must find it there.
-	if task, err = c.syncDrainFinalizer(ctx, task); err != nil {
+	in := builders.TaskStatusInput{Task: task, Failure: d.Failure, Pin: d.Pin, Posture: d.Posture, PinSignature: d.PinSignature,
+		Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout, Launch: d.Launch, Sandbox: seen.sandbox}
+	task, got, err := c.provision(ctx, task, &in, d, seen.claim)
+	switch {
+	case errors.Is(err, errNewerTask):
+		// The newer version may differ only in what the operator wrote
+		// itself, which wakes nobody: look again shortly.
+		klog.FromContext(ctx).V(4).Info("The task changed since the cache saw it; looking again")
+		return conflictRequeue, nil
+	case err != nil:
 		return 0, err
 	}
-	in.Task = task
-
-	mode := builders.SandboxMode(task, now)
-	var got applied
-	if builders.IsWarm(task) {
-		task, got, err = c.applyWarm(ctx, task, &in, fresh, mode)
-	} else {
-		got, err = c.applyChildren(ctx, task, in.Pin, mode)
+	if got.problem != nil {
+		// A child that could not be applied is said in the status, once
+		// (the same problem again changes nothing to write); the error
+		// itself retries with backoff. The Sandbox the task had is still
+		// its Sandbox.
+		in.ApplyProblem = got.problem.Error()
+	} else if d.Failure == nil {
+		in.Sandbox, in.SandboxAPIMissing = got.sandbox, got.apiMissing
 	}
-	if err != nil {
-		return applyProblem(task, err)
+	if got.relaunch != nil {
+		in.Launch = got.relaunch
 	}
-	if got.sandbox != nil {
-		c.starts.childrenApplied(task.UID, c.clock.Now())
-	}
-	in.Sandbox, in.SandboxAPIMissing = got.sandbox, got.apiMissing
 	written, err := c.record(ctx, task, in, anyVersion)
-	if err != nil {
+	switch {
+	case got.problem != nil:
+		if err != nil {
+			klog.FromContext(ctx).V(2).Info("Could not record the apply problem in the status", "error", err)
+		}
+		return 0, got.problem
+	case err != nil:
 		return 0, err
+	case d.Failure != nil:
+		return failureRequeue, nil
 	}
 	expired, wake := builders.LifecycleDue(task, written.Status.CompletionTime, now)
 	if expired {
@@ -168,7 +127,77 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	return soonest(after, wake), nil
 }
 
-// applied is what applying a task's children found.
+// errNewerTask: the status write that must come before the children
+// found the task changed since the cache read it.
+var errNewerTask = errors.New("the task changed since it was read")
+
+// provision makes what the decision d calls for, in order, and returns the
+// task as it stands after its writes. A task that passed the checks first
+// has a warm task's claim (agent-sandbox hands over a Sandbox while the
+// rest is written), then the status the children are rendered from (a new
+// pin, or a claim made again: the NetworkPolicy selects the pod by the
+// claim's UID). A pinned task, failed or not, then has the drain
+// finalizer its onDelete asks for, which a task deleted once it has
+// children must find; the first has its children last. claim is the
+// task's claim from the cache. A child that could not be applied is the
+// problem of what it returns; its error is one that no status can tell.
+func (c *TaskController) provision(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, d builders.Decision, claim *extv1beta1.SandboxClaim) (*calibanv1alpha1.CalibanTask, applied, error) {
+	var err error
+	launch := in.Launch
+	if launch == nil {
+		launch = task.Status.Launch
+	}
+	warm := launch != nil && launch.Type == calibanv1alpha1.LaunchWarm
+	served := c.sandboxAPI.Served() && (!warm || c.warm.API.Served())
+	if !warm || !served {
+		claim = nil
+	}
+	first := d.Failure == nil && d.NewlyPinned
+	if d.Failure == nil && warm && served {
+		if claim == nil {
+			// Not in the cache yet, or never made, or deleted by someone:
+			// the apply is the same claim in the first case, a new one in
+			// the others.
+			if claim, err = c.applyClaim(ctx, task); err != nil {
+				return task, applied{problem: err}, nil
+			}
+		}
+		if ref := launch.Claim; ref == nil || ref.UID != claim.UID {
+			// A claim made again has another UID, and so has its pod.
+			claimed := *launch
+			claimed.Claim = &calibanv1alpha1.ClaimReference{Name: claim.Name, UID: claim.UID}
+			in.Launch, first = &claimed, true
+		}
+	}
+	if first {
+		if task, err = c.pin(ctx, task, in); err != nil {
+			return task, applied{}, err
+		}
+	}
+	if in.Pin != nil {
+		if task, err = c.syncDrainFinalizer(ctx, task); err != nil {
+			return task, applied{}, err
+		}
+	}
+	switch {
+	case d.Failure != nil:
+		return task, applied{}, nil
+	case warm && !served:
+		return task, applied{apiMissing: true}, nil
+	}
+	in.Task = task
+	// The mode after the pin: a deadline counts from the start it records.
+	got, err := c.applyChildren(ctx, task, in.Pin, claim, builders.SandboxMode(task, in.Now.Time))
+	if err != nil {
+		return task, applied{problem: err}, nil
+	}
+	if got.sandbox != nil {
+		c.starts.childrenApplied(task.UID, c.clock.Now())
+	}
+	return task, got, nil
+}
+
+// applied is what provisioning a task's children found.
 type applied struct {
 	// sandbox is the task's Sandbox as its status reads it, nil while it
 	// has none.
@@ -178,13 +207,30 @@ type applied struct {
 	apiMissing bool
 	// after is how soon to look again, 0 for no time.
 	after time.Duration
+	// problem is why a child could not be applied: said in the status,
+	// then retried.
+	problem error
+	// relaunch is the launch that replaces a warm one whose claim was let
+	// go; nil for none.
+	relaunch *calibanv1alpha1.Launch
 }
 
-// facts gathers what the decision reads besides the task: the Workspace,
-// its pool's offer and a claim made before the pin (while there is no
-// pin), and the Secrets.
-func (c *TaskController) facts(ctx context.Context, task *calibanv1alpha1.CalibanTask) builders.TaskFacts {
-	f := builders.TaskFacts{PinKey: c.pinKey, Secrets: secretGetter(ctx, c.kube, task.Namespace)}
+// seen is what a task's sync reads from the caches before it decides: the
+// facts the decision reads besides the task, and the task's claim and
+// Sandbox.
+type seen struct {
+	builders.TaskFacts
+	claim   *extv1beta1.SandboxClaim
+	sandbox *builders.ObservedSandbox
+}
+
+// facts gathers what the decision reads besides the task (the Workspace,
+// its pool's offer and a claim made before the pin, while there is no
+// pin; the Secrets), and the task's claim and Sandbox.
+func (c *TaskController) facts(ctx context.Context, task *calibanv1alpha1.CalibanTask) seen {
+	f := seen{TaskFacts: builders.TaskFacts{PinKey: c.pinKey, Secrets: secretGetter(ctx, c.kube, task.Namespace)}}
+	f.claim = c.claimOf(task)
+	f.sandbox = c.sandboxOf(task, f.claim)
 	if task.Status.ResolvedWorkspace != nil {
 		return f
 	}
@@ -194,28 +240,29 @@ func (c *TaskController) facts(ctx context.Context, task *calibanv1alpha1.Caliba
 	if f.Workspace != nil {
 		f.Offer = c.warmOffer(f.Workspace)
 	}
-	if claim := c.claimOf(task); claim != nil {
-		f.Claim, f.ClaimUID = claim.Name, claim.UID
+	if f.claim != nil {
+		f.Claim, f.ClaimUID = f.claim.Name, f.claim.UID
 	}
 	return f
 }
 
-// pin writes the pin, the admitted posture, the launch and Provisioning in
-// one write before any child, so a child apply that keeps failing retries
-// under this pin instead of re-admitting against whatever the Workspace
-// says by then. The write is conditional on the resourceVersion the
-// decision was made from: a cache that lags behind a pin written moments
-// ago gets a conflict (reported, not returned as an error), never a second
-// pin of a Workspace edited since.
-func (c *TaskController) pin(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput) (pinned *calibanv1alpha1.CalibanTask, conflict bool, err error) {
+// pin writes the status the children are rendered from (the pin, the
+// admitted posture, the launch and Provisioning) in one write before any
+// child, so a child apply that keeps failing retries under this pin
+// instead of re-admitting against whatever the Workspace says by then.
+// The write is conditional on the resourceVersion the decision was made
+// from: a cache that lags behind a pin written moments ago gets
+// errNewerTask, never a second pin of a Workspace edited since.
+func (c *TaskController) pin(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput) (*calibanv1alpha1.CalibanTask, error) {
 	pinning := *in
 	pinning.SandboxAPIMissing = !c.sandboxAPI.Served()
 	written, err := c.record(ctx, task, pinning, sameVersion)
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-		return nil, true, err
+		klog.FromContext(ctx).V(4).Info("Could not write the pin", "error", err)
+		return task, errNewerTask
 	}
 	if err != nil {
-		return nil, false, err
+		return task, err
 	}
 	// From here on the task is pinned like any other: the children are
 	// rendered from the pin as the server stored it.
@@ -223,7 +270,7 @@ func (c *TaskController) pin(ctx context.Context, task *calibanv1alpha1.CalibanT
 	if written.Status.ResolvedWorkspace != nil {
 		in.Pin = written.Status.ResolvedWorkspace
 	}
-	return written, false, nil
+	return written, nil
 }
 
 // precondition says whether a status write must find the task at the
@@ -235,15 +282,22 @@ const (
 	sameVersion precondition = true
 )
 
-// record derives the task's status from in and applies it when anything
-// the operator owns changed, then reports the change. It returns the task
+// record derives the task's status from in and applies it, the whole
+// operator-owned status, when anything in it changed, then reports the
+// change. A field the operator owned before and omits now is removed. With
+// sameVersion, the write must find the task at the version read. It returns the task
 // as it stands after the write (the input when nothing was written).
 func (c *TaskController) record(ctx context.Context, task *calibanv1alpha1.CalibanTask, in builders.TaskStatusInput, p precondition) (*calibanv1alpha1.CalibanTask, error) {
 	desired := builders.TaskStatus(in, c.settings)
 	if !builders.TaskStatusChanged(task.Status, desired) {
 		return task, nil
 	}
-	written, err := applyTaskStatus(ctx, c.caliban, task, desired, bool(p))
+	id := calibanac.CalibanTask(task.Name, task.Namespace).WithUID(task.UID)
+	if p == sameVersion {
+		id.WithResourceVersion(task.ResourceVersion)
+	}
+	written, err := apply(ctx, writeStatus, c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
+		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: desired}, "status")
 	if err != nil {
 		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
@@ -254,18 +308,6 @@ func (c *TaskController) record(ctx context.Context, task *calibanv1alpha1.Calib
 	c.taskCache.Mutation(written)
 	c.report(ctx, task, desired, in)
 	return written, nil
-}
-
-// applyTaskStatus applies the whole operator-owned status of a task, on
-// condition that the task is still at the version read when precondition
-// is set. A field the operator owned before and omits now is removed.
-func applyTaskStatus(ctx context.Context, c calibanclient.Interface, task *calibanv1alpha1.CalibanTask, status calibanv1alpha1.CalibanTaskStatus, precondition bool) (*calibanv1alpha1.CalibanTask, error) {
-	id := calibanac.CalibanTask(task.Name, task.Namespace).WithUID(task.UID)
-	if precondition {
-		id.WithResourceVersion(task.ResourceVersion)
-	}
-	return apply(ctx, writeStatus, c.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
-		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: status}, "status")
 }
 
 // report tells a status change, from task (as it was) to desired (as

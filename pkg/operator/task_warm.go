@@ -53,99 +53,33 @@ func (c *TaskController) warmOffer(ws *calibanv1alpha1.Workspace) builders.WarmO
 	return offer
 }
 
-// applyWarm keeps a warm task's children (docs/adr/0026-warm-start.md): its
-// claim, its NetworkPolicy for the pod with the claim's UID, and, on the
-// Sandbox the claim holds, the task's labels and mode. It returns the task
-// as it stands after any status write, and what it found.
-func (c *TaskController) applyWarm(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, fresh *extv1beta1.SandboxClaim, mode sandboxv1beta1.OperatingMode) (*calibanv1alpha1.CalibanTask, applied, error) {
-	if !c.warm.API.Served() || !c.sandboxAPI.Served() {
-		return task, applied{apiMissing: true}, nil
-	}
-	claim := fresh
-	if claim == nil {
-		claim = c.claimOf(task)
-	}
-	if claim == nil {
-		// Not in the cache yet, or deleted by someone: the apply is the
-		// same claim in the one case, a new one in the other.
-		var err error
-		if claim, err = c.applyClaim(ctx, task); err != nil {
-			return task, applied{}, err
-		}
-	}
-	if ref := task.Status.Launch.Claim; ref == nil || ref.UID != claim.UID {
-		// A claim made again has another UID, and so has its pod.
-		launch := *task.Status.Launch
-		launch.Claim = &calibanv1alpha1.ClaimReference{Name: claim.Name, UID: claim.UID}
-		in.Launch = &launch
-		written, err := c.record(ctx, task, *in, anyVersion)
-		if err != nil {
-			return task, applied{}, err
-		}
-		task, in.Task = written, written
-	}
-	if err := c.applyWarmPolicy(ctx, task, in.Pin); err != nil {
-		return task, applied{}, err
-	}
-	name := claim.Status.Sandbox.Name
-	if name == "" {
-		// The claim's status brings the name, and wakes the task.
-		return task, applied{}, nil
-	}
-	return c.takeClaimed(ctx, task, in, claim, name, mode)
-}
-
-// applyWarmPolicy applies a warm task's NetworkPolicy, for the pod with its
-// claim's UID, when it is not what the task wants.
-func (c *TaskController) applyWarmPolicy(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace) error {
-	want, err := c.children.Want(task, pin)
-	if err != nil {
-		return err
-	}
-	defer recordRendered(ctx, want)
-	name := builders.NetworkPolicyName(task.Name)
-	view := c.children.View(freshness.NetworkPolicy, task.Namespace, name)
-	// A warm task's next sync comes as soon as agent-sandbox hands over
-	// its Sandbox, often before the watch brings the policy just applied.
-	last, _ := c.appliedPolicies.Load(task.UID)
-	if want.Plan(freshness.NetworkPolicy, view, "") == freshness.Keep || (view == nil && last == want.NetworkPolicy) {
-		return nil
-	}
-	d, err := want.Render()
-	if err != nil || d.NetworkPolicy == nil {
-		return err
-	}
-	if _, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(task.Namespace), name, d.NetworkPolicy); err != nil {
-		return fmt.Errorf("applying NetworkPolicy %s: %w", name, err)
-	}
-	c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
-	return nil
-}
-
 // takeClaimed makes the Sandbox name, which the task's claim holds, the
 // task's: its labels and its mode. Before the task runs anywhere, a Sandbox
 // ready from the pool and of the task's rendering runs the task at once,
 // and the next pass labels it (docs/adr/0026-warm-start.md#running-first).
 // A Sandbox of another rendering that no agent ran in lets the claim go.
-func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput,
-	claim *extv1beta1.SandboxClaim, name string, mode sandboxv1beta1.OperatingMode) (*calibanv1alpha1.CalibanTask, applied, error) {
+func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace,
+	claim *extv1beta1.SandboxClaim, name string, mode sandboxv1beta1.OperatingMode) (applied, error) {
 	view := c.children.View(freshness.Sandbox, task.Namespace, name)
 	if view != nil && !metav1.IsControlledBy(view, claim) {
 		view = nil
 	}
-	switch {
-	case view != nil && view.Sandbox.Mode == mode:
+	if view != nil && view.Sandbox.Mode == mode {
 		c.taken.Delete(task.UID)
-		return task, applied{sandbox: view.Sandbox}, nil
-	case view != nil:
+		return applied{sandbox: view.Sandbox}, nil
+	}
+	// What the task applies, rather than patches, on the Sandbox: its
+	// labels and its mode.
+	claimed := builders.BuildClaimedSandbox(task, name, mode)
+	if view != nil {
 		// A mode to change on a Sandbox the cache has: the task's own
 		// lifecycle.
-		if err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, builders.BuildClaimedSandbox(task, name, mode)); apierrors.IsNotFound(err) {
-			return task, applied{}, nil
+		if err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, claimed); apierrors.IsNotFound(err) {
+			return applied{}, nil
 		} else if err != nil {
-			return task, applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
+			return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
 		}
-		return task, applied{sandbox: view.Sandbox.InMode(mode)}, nil
+		return applied{sandbox: view.Sandbox.InMode(mode)}, nil
 	}
 	// Not in the cache: it carries none of the task's labels yet, or the
 	// watch has not brought them. read is the Sandbox as this task last
@@ -154,28 +88,28 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	if t, ok := c.taken.Load(task.UID); ok && t.(*takenSandbox).name == name && t.(*takenSandbox).mode == mode {
 		read = t.(*takenSandbox)
 		if read.labelled {
-			return task, applied{sandbox: read.sandbox}, nil
+			return applied{sandbox: read.sandbox}, nil
 		}
 	}
-	r, err := builders.RenderWarm(task, in.Pin, c.settings)
+	r, err := builders.RenderWarm(task, pin, c.settings)
 	if err != nil {
-		return task, applied{}, err
+		return applied{}, err
 	}
 	template := builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash)
 	starting := startingUp(task.Status.Phase)
 	if starting && mode == sandboxv1beta1.OperatingModeRunning {
 		live, err := c.claimedLive(ctx, claim, name)
 		if err != nil || live == nil {
-			return task, applied{}, err
+			return applied{}, err
 		}
 		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
-			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(template, got))
+			return c.letClaimGo(ctx, claim, builders.WarmPoolRolled(template, got))
 		}
 		if builders.LiveMode(live.Spec.OperatingMode) == mode && builders.SandboxServing(&live.Status) {
 			c.starts.sandboxReady(task.UID, c.clock.Now())
 			observed := builders.ObserveSandbox(live)
 			c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: live.Spec.OperatingMode})
-			return task, applied{sandbox: observed, after: takeRequeue}, nil
+			return applied{sandbox: observed, after: takeRequeue}, nil
 		}
 	}
 	// A Sandbox read in the mode the task wants keeps its spec: a new
@@ -184,34 +118,34 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	setMode := read == nil || builders.LiveMode(read.spec) != mode
 	patch, err := builders.TakeSandboxPatch(task, claim.UID, template, mode, setMode)
 	if err != nil {
-		return task, applied{}, err
+		return applied{}, err
 	}
 	taken, err := c.takeSandbox(ctx, task.Namespace, name, patch)
 	switch {
 	case apierrors.IsNotFound(err):
-		return task, applied{}, nil
+		return applied{}, nil
 	case apierrors.IsInvalid(err):
 		// A test of the patch failed: look at the Sandbox to tell why.
 		live, gerr := c.claimedLive(ctx, claim, name)
 		if gerr != nil || live == nil {
-			return task, applied{}, gerr
+			return applied{}, gerr
 		}
 		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
 			if !starting {
 				// An agent ran in it: the task keeps what it got, and the
 				// operator never restarts it.
 				klog.FromContext(ctx).Info("The Sandbox the task ran in is of another rendering; leaving it alone", "sandbox", name, "template", got, "want", template)
-				return task, applied{sandbox: builders.ObserveSandbox(live)}, nil
+				return applied{sandbox: builders.ObserveSandbox(live)}, nil
 			}
-			return c.letClaimGo(ctx, task, in, claim, builders.WarmPoolRolled(template, got))
+			return c.letClaimGo(ctx, claim, builders.WarmPoolRolled(template, got))
 		}
 		// Ours and of the task's rendering, with more than one owner:
 		// apply instead.
-		if taken, err = apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode)); err != nil {
-			return task, applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
+		if taken, err = apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, claimed); err != nil {
+			return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
 		}
 	case err != nil:
-		return task, applied{}, fmt.Errorf("taking Sandbox %s: %w", name, err)
+		return applied{}, fmt.Errorf("taking Sandbox %s: %w", name, err)
 	}
 	if builders.SandboxServing(&taken.Status) && starting {
 		// Taken ready from the pool: its readiness is news to this task
@@ -220,7 +154,7 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	}
 	observed := builders.ObserveSandbox(taken)
 	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: taken.Spec.OperatingMode, labelled: true})
-	return task, applied{sandbox: observed}, nil
+	return applied{sandbox: observed}, nil
 }
 
 // startingUp: the task has not yet run in the Sandbox its claim holds.
@@ -297,19 +231,13 @@ func (c *TaskController) applyClaim(ctx context.Context, task *calibanv1alpha1.C
 
 // letClaimGo deletes the claim of a warm task whose Sandbox is not of its
 // pin's rendering (no agent has run in it: the task is not Running), and
-// records the cold launch that replaces it.
-func (c *TaskController) letClaimGo(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, claim *extv1beta1.SandboxClaim, launch calibanv1alpha1.Launch) (*calibanv1alpha1.CalibanTask, applied, error) {
+// returns the cold launch that replaces it, for the status.
+func (c *TaskController) letClaimGo(ctx context.Context, claim *extv1beta1.SandboxClaim, launch calibanv1alpha1.Launch) (applied, error) {
 	klog.FromContext(ctx).Info("The warm pool served another rendering; letting the claim go and starting cold", "claim", claim.Name, "message", launch.Message)
-	if err := deleteOwned(ctx, c.warm.Client.SandboxClaims(task.Namespace), claim.Name, claim.UID); err != nil {
-		return task, applied{}, err
+	if err := deleteOwned(ctx, c.warm.Client.SandboxClaims(claim.Namespace), claim.Name, claim.UID); err != nil {
+		return applied{}, err
 	}
-	in.Launch = &launch
-	written, err := c.record(ctx, task, *in, anyVersion)
-	if err != nil {
-		return task, applied{}, err
-	}
-	in.Task = written
-	return written, applied{after: rolledRequeue}, nil
+	return applied{relaunch: &launch, after: rolledRequeue}, nil
 }
 
 // claimOf is the task's claim from the cache, or nil.
