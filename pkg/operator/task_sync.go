@@ -131,16 +131,16 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 // found the task changed since the cache read it.
 var errNewerTask = errors.New("the task changed since it was read")
 
-// provision makes what the decision d calls for, in order, and returns the
-// task as it stands after its writes. A task that passed the checks first
-// has a warm task's claim (agent-sandbox hands over a Sandbox while the
-// rest is written), then the status the children are rendered from (a new
-// pin, or a claim made again: the NetworkPolicy selects the pod by the
-// claim's UID). A pinned task, failed or not, then has the drain
-// finalizer its onDelete asks for, which a task deleted once it has
-// children must find; the first has its children last. claim is the
-// task's claim from the cache. A child that could not be applied is the
-// problem of what it returns; its error is one that no status can tell.
+// provision makes what the decision d calls for and returns the task as it
+// stands after its writes. For a task that passed the checks, in this
+// order: a warm task's claim (agent-sandbox hands over a Sandbox while the
+// rest is written); the status the children are rendered from, when it
+// changes (a new pin, or a claim made again, whose UID the NetworkPolicy
+// selects the pod by); the drain finalizer its onDelete asks for, which a
+// task deleted once it has children must find; the children. A pinned task
+// that failed a check gets the finalizer alone. claim is the task's claim
+// from the cache. A child that could not be applied is returned as the
+// problem, for the status to say; the error is one no status can tell.
 func (c *TaskController) provision(ctx context.Context, task *calibanv1alpha1.CalibanTask, in *builders.TaskStatusInput, d builders.Decision, claim *extv1beta1.SandboxClaim) (*calibanv1alpha1.CalibanTask, applied, error) {
 	var err error
 	launch := in.Launch

@@ -184,13 +184,15 @@ func (c *Cluster) create(ctx context.Context) error {
 	if err := c.waitForDefaultServiceAccount(ctx); err != nil {
 		return err
 	}
+	var crds []string
+	if !c.opts.WithoutCalibanCRDs {
+		crds = append(crds, filepath.Join(c.Root, "manifests", "crds"))
+	}
 	if c.opts.WithoutSandbox {
 		// InstallSandbox adds the Sandbox CRD and the Stages later.
-		return c.InstallCRDs(ctx, filepath.Join(c.Root, "manifests", "crds"))
+		return c.InstallCRDs(ctx, crds...)
 	}
-	if err := c.InstallCRDs(ctx,
-		filepath.Join(c.Root, "manifests", "crds"),
-		filepath.Join(c.Root, "test", "crds")); err != nil {
+	if err := c.InstallCRDs(ctx, append(crds, filepath.Join(c.Root, "test", "crds"))...); err != nil {
 		return err
 	}
 	if c.opts.RealAgentSandbox {

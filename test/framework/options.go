@@ -22,6 +22,12 @@ type Options struct {
 	// caliban CRDs are installed as usual.
 	WithoutSandbox bool
 
+	// WithoutCalibanCRDs leaves the caliban CRDs out, for a test that
+	// installs them itself (the CRDs chart). Deleting them instead, right
+	// after the cluster installed them, races the apiserver setting up
+	// their storage: its CRD finalizer can then wait for good.
+	WithoutCalibanCRDs bool
+
 	// ImmediateSandbox makes the Sandbox stand-in write Ready as soon as
 	// kwok sees a Sandbox, instead of after the sandbox-ready Stage's
 	// delay (300 ms). A benchmark wants this: a delay would be the test

@@ -84,22 +84,6 @@ func TestTheChartsInstallUpgradeAndUninstall(t *testing.T) {
 	ctx := context.Background()
 	cfg := helmConfig(t)
 
-	// The test bed installs manifests/crds on start; the chart installs
-	// its own, so they go first.
-	for _, name := range crdNames {
-		if err := cluster.APIExt.ApiextensionsV1().CustomResourceDefinitions().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	framework.Eventually(t, time.Minute, func() error {
-		for _, name := range crdNames {
-			if _, err := cluster.APIExt.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("CRD %s is still there (%v)", name, err)
-			}
-		}
-		return nil
-	})
-
 	install(t, cfg, crdsRelease, framework.CRDsChart, nil)
 	framework.Eventually(t, time.Minute, func() error {
 		for _, name := range crdNames {

@@ -22,7 +22,10 @@ var cluster *framework.Cluster
 // build is the operator binary, built while the cluster starts.
 var build *framework.OperatorBuild
 
-func TestMain(m *testing.M) { framework.MainBuildingOperator(m, &cluster, &build) }
+// The CRDs chart installs the caliban CRDs; the cluster starts without.
+func TestMain(m *testing.M) {
+	framework.MainWithOptions(m, &cluster, framework.BuildingOperator(&build), framework.Options{WithoutCalibanCRDs: true})
+}
 
 // operatorBinary waits for the build and returns the binary's path.
 func operatorBinary(t testing.TB) string { return build.Binary(t) }
