@@ -38,24 +38,26 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	for _, child := range []struct {
 		kind  freshness.Kind
 		name  string
-		write func(*builders.Children) error
+		// write applies the child d renders; false when d has none (a
+		// warm task's ServiceAccount, or its policy before the claim).
+		write func(d *builders.Children) (bool, error)
 	}{
-		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children) error {
+		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children) (bool, error) {
 			if d.ServiceAccount == nil {
-				return nil
+				return false, nil
 			}
 			_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
-			return err
+			return true, err
 		}},
-		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children) error {
+		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children) (bool, error) {
 			if d.NetworkPolicy == nil {
-				return nil
+				return false, nil
 			}
 			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
 			if err == nil && warm {
 				c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
 			}
-			return err
+			return true, err
 		}},
 	} {
 		view := c.children.View(child.kind, ns, child.name)
@@ -72,9 +74,12 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		if err != nil {
 			return applied{}, err
 		}
-		klog.FromContext(ctx).V(4).Info("Applying "+child.kind.String(), "name", child.name)
-		if err := child.write(d); err != nil {
+		wrote, err := child.write(d)
+		if err != nil {
 			return applied{}, fmt.Errorf("applying %s %s: %w", child.kind, child.name, err)
+		}
+		if wrote {
+			klog.FromContext(ctx).V(4).Info("Applied "+child.kind.String(), "name", child.name)
 		}
 	}
 	if warm {

@@ -450,3 +450,72 @@ func TestAWarmTaskTakesASandboxThatIsNotReadyBeforeRunning(t *testing.T) {
 		t.Errorf("phase %s sandboxRef %+v, want Provisioning in ws-warm-x7k2p while it is not ready", stored.Status.Phase, stored.Status.SandboxRef)
 	}
 }
+
+// A claim someone deleted is made again, with another UID, and so is its
+// pod: the new UID is written, on condition that the task is as read,
+// before anything is rendered from it (the policy selects the pod by it).
+func TestAWarmTaskWhoseClaimWasDeletedRecordsTheNewClaimFirst(t *testing.T) {
+	f, tc, tk, _ := warmFixture(t)
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	claims := extv1beta1.SchemeGroupVersion.WithResource("sandboxclaims")
+	if err := f.caliban.Tracker().Delete(claims, "team", builders.ClaimName(tk.Name)); err != nil {
+		t.Fatal(err)
+	}
+	f.caliban.PrependReactor("patch", "sandboxclaims", func(action core.Action) (bool, runtime.Object, error) {
+		p := action.(core.PatchAction)
+		claim := &extv1beta1.SandboxClaim{}
+		if err := json.Unmarshal(p.GetPatch(), claim); err != nil {
+			return true, nil, err
+		}
+		claim.UID = "claim-uid-2"
+		return true, claim, f.caliban.Tracker().Add(claim)
+	})
+	f.resetActions()
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+
+	var statusWrite []byte
+	for _, a := range f.caliban.Actions() {
+		if p, ok := a.(core.PatchAction); ok && a.GetSubresource() == "status" {
+			statusWrite = p.GetPatch()
+		}
+	}
+	var written struct {
+		Metadata metav1.ObjectMeta                 `json:"metadata"`
+		Status   calibanv1alpha1.CalibanTaskStatus `json:"status"`
+	}
+	if err := json.Unmarshal(statusWrite, &written); err != nil {
+		t.Fatalf("no status write to read (%v): writes %v", err, f.writes())
+	}
+	if l := written.Status.Launch; l == nil || l.Claim == nil || l.Claim.UID != "claim-uid-2" {
+		t.Errorf("the status write says launch %+v, want the new claim's UID", l)
+	}
+	if written.Metadata.ResourceVersion != stored.ResourceVersion {
+		t.Errorf("the status write is on condition of resourceVersion %q, want %q, the task as read", written.Metadata.ResourceVersion, stored.ResourceVersion)
+	}
+	// The claim, then the status; the policy follows from the task as
+	// written (the fake clientset keeps the resourceVersion, so it cannot
+	// show a new version's policy here).
+	var order []string
+	for _, a := range f.caliban.Actions() {
+		if a.GetVerb() == "patch" {
+			order = append(order, a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	if want := []string{"sandboxclaims/", "calibantasks/status"}; !slices.Equal(order, want) {
+		t.Errorf("wrote %v, want %v: the claim made again, then the status with its UID", order, want)
+	}
+}
