@@ -34,30 +34,32 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return applied{}, err
 	}
 	defer recordRendered(ctx, want)
-	ns := task.Namespace
+	logger, ns := klog.FromContext(ctx), task.Namespace
 	for _, child := range []struct {
-		kind  freshness.Kind
-		name  string
-		// write applies the child d renders; false when d has none (a
-		// warm task's ServiceAccount, or its policy before the claim).
-		write func(d *builders.Children) (bool, error)
+		kind freshness.Kind
+		name string
+		// write applies the child d renders, if any: a warm task has no
+		// ServiceAccount of its own, nor a policy before its claim.
+		write func(d *builders.Children) error
 	}{
-		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children) (bool, error) {
+		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children) error {
 			if d.ServiceAccount == nil {
-				return false, nil
+				return nil
 			}
+			logger.V(4).Info("Applying ServiceAccount", "name", *d.ServiceAccount.Name)
 			_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
-			return true, err
+			return err
 		}},
-		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children) (bool, error) {
+		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children) error {
 			if d.NetworkPolicy == nil {
-				return false, nil
+				return nil
 			}
+			logger.V(4).Info("Applying NetworkPolicy", "name", *d.NetworkPolicy.Name)
 			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
 			if err == nil && warm {
 				c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
 			}
-			return true, err
+			return err
 		}},
 	} {
 		view := c.children.View(child.kind, ns, child.name)
@@ -74,12 +76,8 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		if err != nil {
 			return applied{}, err
 		}
-		wrote, err := child.write(d)
-		if err != nil {
+		if err := child.write(d); err != nil {
 			return applied{}, fmt.Errorf("applying %s %s: %w", child.kind, child.name, err)
-		}
-		if wrote {
-			klog.FromContext(ctx).V(4).Info("Applied "+child.kind.String(), "name", child.name)
 		}
 	}
 	if warm {
