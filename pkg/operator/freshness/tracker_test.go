@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -47,9 +48,10 @@ func trackerOf(t *testing.T, task *calibanv1alpha1.CalibanTask) *Tracker {
 	return tr
 }
 
-// servedServiceAccount is the ServiceAccount the server holds after the
-// apply of what task wants.
-func servedServiceAccount(t *testing.T, tr *Tracker, task *calibanv1alpha1.CalibanTask) *corev1.ServiceAccount {
+// served decodes into obj the child pick chooses of what task wants, as
+// the server holds it after its apply and a watch decodes it: without its
+// type meta.
+func served(t *testing.T, tr *Tracker, task *calibanv1alpha1.CalibanTask, pick func(*builders.Children) any, obj interface{ GetObjectKind() schema.ObjectKind }) {
 	t.Helper()
 	w, err := tr.Want(task, task.Status.ResolvedWorkspace)
 	if err != nil {
@@ -59,15 +61,21 @@ func servedServiceAccount(t *testing.T, tr *Tracker, task *calibanv1alpha1.Calib
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, err := json.Marshal(d.ServiceAccount)
+	body, err := json.Marshal(pick(d))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sa := &corev1.ServiceAccount{}
-	if err := json.Unmarshal(body, sa); err != nil {
+	if err := json.Unmarshal(body, obj); err != nil {
 		t.Fatal(err)
 	}
-	sa.TypeMeta = metav1.TypeMeta{} // a watch decodes without it
+	obj.GetObjectKind().SetGroupVersionKind(schema.GroupVersionKind{})
+}
+
+// servedServiceAccount is the ServiceAccount the server holds after the
+// apply of what task wants.
+func servedServiceAccount(t *testing.T, tr *Tracker, task *calibanv1alpha1.CalibanTask) *corev1.ServiceAccount {
+	sa := &corev1.ServiceAccount{}
+	served(t, tr, task, func(d *builders.Children) any { return d.ServiceAccount }, sa)
 	return sa
 }
 
@@ -271,24 +279,8 @@ func TestPlanSaysWhatASyncWrites(t *testing.T) {
 // servedSandbox is the Sandbox the server holds after the apply of what
 // task wants, at generation 1.
 func servedSandbox(t *testing.T, tr *Tracker, task *calibanv1alpha1.CalibanTask) *sandboxv1beta1.Sandbox {
-	t.Helper()
-	w, err := tr.Want(task, task.Status.ResolvedWorkspace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := w.Render()
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := json.Marshal(d.Sandbox)
-	if err != nil {
-		t.Fatal(err)
-	}
 	sb := &sandboxv1beta1.Sandbox{}
-	if err := json.Unmarshal(body, sb); err != nil {
-		t.Fatal(err)
-	}
-	sb.TypeMeta = metav1.TypeMeta{}
+	served(t, tr, task, func(d *builders.Children) any { return d.Sandbox }, sb)
 	sb.UID, sb.Generation, sb.ResourceVersion = "sb1", 1, "10"
 	return sb
 }
