@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
 
 	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
@@ -218,19 +219,7 @@ func warmFixture(t *testing.T) (*fixture, *TaskController, *calibanv1alpha1.Cali
 		t.Fatal(err)
 	}
 	f.feedBackPool(ws)
-	f.caliban.PrependReactor("patch", "sandboxclaims", func(action core.Action) (bool, runtime.Object, error) {
-		p := action.(core.PatchAction)
-		claim := &extv1beta1.SandboxClaim{}
-		if err := json.Unmarshal(p.GetPatch(), claim); err != nil {
-			return true, nil, err
-		}
-		claim.UID = "claim-uid"
-		if err := f.caliban.Tracker().Add(claim); err != nil && !apierrors.IsAlreadyExists(err) {
-			return true, nil, err
-		}
-		stored, err := f.caliban.Tracker().Get(action.GetResource(), p.GetNamespace(), p.GetName())
-		return true, stored, err
-	})
+	f.serveClaims("claim-uid")
 	pin, _ := builders.PoolPin(ws)
 	r, err := builders.RenderWarm(builders.PoolTask(ws), pin, tc.settings)
 	if err != nil {
@@ -238,6 +227,24 @@ func warmFixture(t *testing.T) (*fixture, *TaskController, *calibanv1alpha1.Cali
 	}
 	f.resetActions()
 	return f, tc, tk, builders.WarmTemplateName(ws.Name, r.Hash)
+}
+
+// serveClaims answers the apply of a SandboxClaim as the apiserver would,
+// with uid for a claim it does not hold yet.
+func (f *fixture) serveClaims(uid types.UID) {
+	f.caliban.PrependReactor("patch", "sandboxclaims", func(action core.Action) (bool, runtime.Object, error) {
+		p := action.(core.PatchAction)
+		claim := &extv1beta1.SandboxClaim{}
+		if err := json.Unmarshal(p.GetPatch(), claim); err != nil {
+			return true, nil, err
+		}
+		claim.UID = uid
+		if err := f.caliban.Tracker().Add(claim); err != nil && !apierrors.IsAlreadyExists(err) {
+			return true, nil, err
+		}
+		stored, err := f.caliban.Tracker().Get(action.GetResource(), p.GetNamespace(), p.GetName())
+		return true, stored, err
+	})
 }
 
 // holdSandbox makes the task's claim hold Sandbox name, made from
@@ -473,15 +480,7 @@ func TestAWarmTaskWhoseClaimWasDeletedRecordsTheNewClaimFirst(t *testing.T) {
 	if err := f.caliban.Tracker().Delete(claims, "team", builders.ClaimName(tk.Name)); err != nil {
 		t.Fatal(err)
 	}
-	f.caliban.PrependReactor("patch", "sandboxclaims", func(action core.Action) (bool, runtime.Object, error) {
-		p := action.(core.PatchAction)
-		claim := &extv1beta1.SandboxClaim{}
-		if err := json.Unmarshal(p.GetPatch(), claim); err != nil {
-			return true, nil, err
-		}
-		claim.UID = "claim-uid-2"
-		return true, claim, f.caliban.Tracker().Add(claim)
-	})
+	f.serveClaims("claim-uid-2")
 	f.resetActions()
 	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
 		t.Fatal(err)
