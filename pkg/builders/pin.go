@@ -44,32 +44,46 @@ func SignPin(key []byte, uid types.UID, pin *calibanv1alpha1.ResolvedWorkspace) 
 	return pinSignatureVersion + base64.RawStdEncoding.EncodeToString(mac.Sum(nil))
 }
 
-// canonicalPin is the pin's JSON with the defaults the CRD's schema gives
-// status.resolvedWorkspace applied (egress.allow, sources[].ref;
-// allowUnattended false encodes as absent either way): the apiserver
-// applies them to what the operator sends, and the signature must verify
-// on what it stores. Nothing else is normalised, so every difference in
-// meaning (an empty enabledPlugins list against none) is a difference in
-// the signature. test/codegen checks that these are all the schema's defaults.
+// canonicalPin is the pin's JSON as the apiserver stores it (storedPin):
+// the signature must verify on what it stores. Nothing else is normalised,
+// so every difference in meaning (an empty enabledPlugins list against
+// none) is a difference in the signature.
 func canonicalPin(pin *calibanv1alpha1.ResolvedWorkspace) []byte {
-	if pin != nil {
-		pin = pin.DeepCopy()
-		if pin.Egress != nil && pin.Egress.Allow == nil {
-			pin.Egress.Allow = []calibanv1alpha1.EgressRule{}
-		}
-		for i := range pin.Sources {
-			if pin.Sources[i].Ref == "" {
-				pin.Sources[i].Ref = DefaultSourceRef
-			}
-		}
-	}
-	raw, err := json.Marshal(pin)
+	raw, err := json.Marshal(storedPin(pin))
 	if err != nil {
 		// A struct of strings, numbers, booleans and lists of them always
 		// marshals; this only keeps the function total.
 		return []byte(fmt.Sprintf("%#v", pin))
 	}
 	return raw
+}
+
+// storedPin is the pin with the defaults the CRD's schema gives
+// status.resolvedWorkspace applied (egress.allow, sources[].ref;
+// allowUnattended false encodes as absent either way), which the apiserver
+// applies to what the operator sends. test/codegen checks that these are
+// all the schema's defaults. pin itself is left as it is.
+func storedPin(pin *calibanv1alpha1.ResolvedWorkspace) *calibanv1alpha1.ResolvedWorkspace {
+	if pin == nil {
+		return nil
+	}
+	needs := pin.Egress != nil && pin.Egress.Allow == nil
+	for i := range pin.Sources {
+		needs = needs || pin.Sources[i].Ref == ""
+	}
+	if !needs {
+		return pin
+	}
+	pin = pin.DeepCopy()
+	if pin.Egress != nil && pin.Egress.Allow == nil {
+		pin.Egress.Allow = []calibanv1alpha1.EgressRule{}
+	}
+	for i := range pin.Sources {
+		if pin.Sources[i].Ref == "" {
+			pin.Sources[i].Ref = DefaultSourceRef
+		}
+	}
+	return pin
 }
 
 // DefaultSourceRef is the schema's default of a source's ref.

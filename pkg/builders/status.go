@@ -339,6 +339,50 @@ func RequestedBy(task *calibanv1alpha1.CalibanTask) string {
 	return task.Annotations[calibanv1alpha1.AnnotationRequestedBy]
 }
 
+// StoredTaskStatus is the status the apiserver stores when the operator
+// applies sent, a TaskStatus, over a task whose status is current: sent as
+// it reads back (times to the second, the pin with the schema's defaults)
+// beside the conditions of other owners in current. The operator's cache
+// takes a task as its own write left it from here, not from the write's
+// answer (docs/architecture.md#the-operators-own-writes).
+func StoredTaskStatus(current, sent calibanv1alpha1.CalibanTaskStatus) calibanv1alpha1.CalibanTaskStatus {
+	stored := sent
+	stored.ResolvedWorkspace = storedPin(sent.ResolvedWorkspace)
+	stored.PhaseTransitionTime = storedTime(sent.PhaseTransitionTime)
+	stored.StartTime = storedTime(sent.StartTime)
+	stored.CompletionTime = storedTime(sent.CompletionTime)
+	stored.Conditions = ForeignConditions(current.Conditions)
+	for _, c := range sent.Conditions {
+		if !c.LastTransitionTime.IsZero() {
+			c.LastTransitionTime = c.LastTransitionTime.Rfc3339Copy()
+		}
+		stored.Conditions = append(stored.Conditions, c)
+	}
+	return stored
+}
+
+// storedTime is t as it reads back: to the second, and none for the zero
+// time, which encodes as null.
+func storedTime(t *metav1.Time) *metav1.Time {
+	if t == nil || t.IsZero() {
+		return nil
+	}
+	s := t.Rfc3339Copy()
+	return &s
+}
+
+// ForeignConditions are the conditions the operator does not own: every
+// one but Ready (prospero's AgentsSettled, for one). nil for none.
+func ForeignConditions(conds []metav1.Condition) []metav1.Condition {
+	var out []metav1.Condition
+	for _, c := range conds {
+		if c.Type != ConditionReady {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // launchOf is the pinned task's launch: decided this pass, else stored,
 // else that of a task pinned before launches were decided.
 func launchOf(in TaskStatusInput) *calibanv1alpha1.Launch {

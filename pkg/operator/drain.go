@@ -106,7 +106,7 @@ func (c *TaskController) applyDrainFinalizer(ctx context.Context, task *calibanv
 		return nil, fmt.Errorf("%s CalibanTask %s/%s: %w", verb, task.Namespace, task.Name, err)
 	}
 	c.children.Carry(task, written)
-	c.taskCache.Mutation(written)
+	c.tasks.wrote(written)
 	i := slices.Index(written.Finalizers, calibanv1alpha1.FinalizerDrain)
 	if hold || i < 0 {
 		return written, nil
@@ -128,7 +128,7 @@ func (c *TaskController) applyDrainFinalizer(ctx context.Context, task *calibanv
 	}
 	tracing.RecordWrite(ctx, writeFinalizer)
 	c.children.Carry(written, patched)
-	c.taskCache.Mutation(patched)
+	c.tasks.wrote(patched)
 	return patched, nil
 }
 

@@ -6,6 +6,7 @@ package operator
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -36,6 +38,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/pkg/config"
 	calibanfake "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/fake"
+	calibantyped "github.com/caliban-ai/caliban-operator/pkg/generated/clientset/versioned/typed/caliban/v1alpha1"
 	calibaninformerfactory "github.com/caliban-ai/caliban-operator/pkg/generated/informers/externalversions"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
@@ -53,6 +56,10 @@ type fixture struct {
 	// sandboxClient is the real Sandbox REST client, talking to a test
 	// server that answers applies (serveSandboxes).
 	sandboxClient rest.Interface
+	// taskREST is the REST client the task controller writes status
+	// through, talking to a test server that hands each write to the fake
+	// clientset (serveTaskStatus).
+	taskREST rest.Interface
 
 	calibanInformers calibaninformerfactory.SharedInformerFactory
 	kubeInformers    informers.SharedInformerFactory
@@ -116,12 +123,69 @@ func newFixture(t testing.TB) *fixture {
 		t.Fatal(err)
 	}
 	f.sandboxClient = sc
+	tasks := httptest.NewServer(http.HandlerFunc(f.serveTaskStatus))
+	t.Cleanup(tasks.Close)
+	tc, err := NewCalibanClient(&rest.Config{Host: tasks.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.taskREST = tc.CalibanV1alpha1().RESTClient()
 	f.calibanInformers = calibaninformerfactory.NewSharedInformerFactory(f.caliban, 0)
 	f.kubeInformers = informers.NewSharedInformerFactory(f.kube, 0)
 	// Never run: tests fill its store, like the generated informers'.
 	f.sandboxInformer = cache.NewSharedIndexInformer(&cache.ListWatch{}, &sandboxv1beta1.Sandbox{}, 0, cache.Indexers{})
 	return f
 }
+
+// serveTaskStatus answers the status applies the task controller makes
+// through its REST client (record) from the fake clientset, so that its
+// reactors and recorded actions see them as they see every other write.
+func (f *fixture) serveTaskStatus(w http.ResponseWriter, r *http.Request) {
+	// /apis/<group>/<version>/namespaces/<ns>/calibantasks/<name>/status
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	if r.Method != http.MethodPatch || len(parts) != 8 || parts[5] != taskResource || parts[7] != "status" {
+		http.Error(w, "not a task status apply: "+r.Method+" "+r.URL.Path, http.StatusNotImplemented)
+		return
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	opts := metav1.PatchOptions{FieldManager: r.URL.Query().Get("fieldManager"), Force: new(r.URL.Query().Get("force") == "true")}
+	task, err := f.caliban.CalibanV1alpha1().CalibanTasks(parts[4]).Patch(r.Context(), parts[6], types.PatchType(r.Header.Get("Content-Type")), body, opts, "status")
+	w.Header().Set("Content-Type", "application/json")
+	if err != nil {
+		status := apierrors.APIStatus(nil)
+		if !errors.As(err, &status) {
+			status = apierrors.NewInternalError(err)
+		}
+		st := status.Status()
+		st.Kind, st.APIVersion = "Status", "v1"
+		w.WriteHeader(int(st.Code))
+		_ = json.NewEncoder(w).Encode(st)
+		return
+	}
+	_ = json.NewEncoder(w).Encode(task)
+}
+
+// calibanClients is the fake clientset with the REST client of
+// serveTaskStatus, which the fake's own (nil) cannot stand in for.
+type calibanClients struct {
+	*calibanfake.Clientset
+	rest rest.Interface
+}
+
+func (c calibanClients) CalibanV1alpha1() calibantyped.CalibanV1alpha1Interface {
+	return calibanGroupClient{c.Clientset.CalibanV1alpha1(), c.rest}
+}
+
+type calibanGroupClient struct {
+	calibantyped.CalibanV1alpha1Interface
+	rest rest.Interface
+}
+
+func (c calibanGroupClient) RESTClient() rest.Interface { return c.rest }
 
 // serveSandboxes is agent-sandbox's API as far as the task controller uses
 // it: it answers a server-side apply of a Sandbox with the applied object,
@@ -318,7 +382,7 @@ var watchDecoder = func() runtime.Decoder {
 // caches and clock, real metrics, and the default settings.
 func (f *fixture) deps() Deps {
 	return Deps{
-		Clients:         Clients{Kube: f.kube, Caliban: f.caliban, Sandboxes: f.sandboxClient, Extensions: f.caliban},
+		Clients:         Clients{Kube: f.kube, Caliban: calibanClients{f.caliban, f.taskREST}, Sandboxes: f.sandboxClient, Extensions: f.caliban},
 		Tasks:           f.calibanInformers.Caliban().V1alpha1().CalibanTasks(),
 		Workspaces:      f.calibanInformers.Caliban().V1alpha1().Workspaces(),
 		ServiceAccounts: f.kubeInformers.Core().V1().ServiceAccounts(),

@@ -134,7 +134,7 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 		desired.Spec.WithOperatingMode(mode)
 	}
 	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", name, "modeOnly", plan == freshness.ModeOnly, "kept", want.Kept(freshness.Sandbox, current))
-	if err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, desired); err != nil {
+	if _, err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, desired); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, err
 		}

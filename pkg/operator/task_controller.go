@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -50,11 +50,11 @@ type TaskController struct {
 	// sandboxes gets and applies Sandboxes (clients.go).
 	sandboxes   *sandboxclient.AgentsV1beta1Client
 	taskIndexer cache.Indexer
-	// taskCache is the task cache with the operator's own status writes on
-	// top, until the informer brings them: every sync reads it, and so does
-	// the children's transform, which checks a child against a pin written
-	// moments before the child's event.
-	taskCache  cache.MutationCache
+	// tasks is the task cache with the operator's own writes on top: every
+	// sync reads it, and so does the children's transform.
+	tasks *taskCache
+	// taskREST writes the tasks' status (record).
+	taskREST   rest.Interface
 	workspaces calibanlisters.WorkspaceLister
 	// children keeps the children's caches as views and knows whether each
 	// holds what its task wants.
@@ -92,8 +92,8 @@ func NewTaskController(d Deps) (*TaskController, error) {
 		kube:        d.Clients.Kube,
 		sandboxes:   sandboxClient(d.Clients.Sandboxes),
 		taskIndexer: tasks.Informer().GetIndexer(),
-		taskCache: cache.NewIntegerResourceVersionMutationCacheWithOptions(klog.Background(), tasks.Informer().GetStore(),
-			cache.MutationCacheOptions{TTL: time.Minute, MaxCacheSize: 4096}),
+		tasks:        newTaskCache(tasks.Informer().GetStore()),
+		taskREST:     d.Clients.Caliban.CalibanV1alpha1().RESTClient(),
 		workspaces:   d.Workspaces.Lister(),
 		sandboxAPI:   d.SandboxAPI,
 		settings:     d.Settings,
@@ -141,11 +141,7 @@ func NewTaskController(d Deps) (*TaskController, error) {
 // must not take the task for what it was, and write the same phase again
 // as new.
 func (c *TaskController) cachedTask(key cache.ObjectName) (*calibanv1alpha1.CalibanTask, bool, error) {
-	obj, exists, err := c.taskCache.GetByKey(key.String())
-	if err != nil || !exists {
-		return nil, false, err
-	}
-	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	task, ok := c.tasks.get(key.String())
 	return task, ok, nil
 }
 
@@ -161,8 +157,12 @@ func (c *TaskController) watch(d Deps) error {
 		// Resyncs (same resourceVersion) included: the resync is the safety
 		// net for what no event announces, such as a deleted token Secret.
 		UpdateFunc: func(old, new any) {
-			c.taskCache.OnAddOrUpdate(new.(*calibanv1alpha1.CalibanTask))
-			if taskUpdateMatters(old.(*calibanv1alpha1.CalibanTask), new.(*calibanv1alpha1.CalibanTask)) {
+			o, n := old.(*calibanv1alpha1.CalibanTask), new.(*calibanv1alpha1.CalibanTask)
+			// The syncs since the operator's last write read the task as
+			// that write left it: what the cluster holds may differ from
+			// that as well as from the informer's previous version.
+			read := c.tasks.caughtUp(n)
+			if taskUpdateMatters(o, n) || (read != nil && taskChangeMatters(read, n)) {
 				c.enqueue(new)
 			}
 		},
@@ -171,7 +171,7 @@ func (c *TaskController) watch(d Deps) error {
 				obj = t.Obj
 			}
 			if task, ok := obj.(*calibanv1alpha1.CalibanTask); ok {
-				c.taskCache.OnDelete(task)
+				c.tasks.forget(task.UID)
 				c.children.Forget(task)
 				c.starts.take(task.UID)
 				c.taken.Delete(task.UID)
@@ -236,7 +236,7 @@ func (c *TaskController) watch(d Deps) error {
 // creationTimestamp.
 func (c *TaskController) taskAdded(obj any, isInInitialList bool) {
 	task := obj.(*calibanv1alpha1.CalibanTask)
-	c.taskCache.OnAddOrUpdate(task)
+	c.tasks.caughtUp(task)
 	if !isInInitialList && task.Status.Phase == "" {
 		c.starts.created(task.UID, c.clock.Now())
 	}
@@ -328,11 +328,7 @@ func (c *TaskController) controllingTask(child metav1.Object) *calibanv1alpha1.C
 	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != taskGroupKind.Group {
 		return nil
 	}
-	obj, exists, err := c.taskCache.GetByKey(child.GetNamespace() + "/" + ref.Name)
-	if err != nil || !exists {
-		return nil
-	}
-	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	task, ok := c.tasks.get(child.GetNamespace() + "/" + ref.Name)
 	if !ok || task.UID != ref.UID {
 		return nil
 	}
@@ -352,11 +348,7 @@ func (c *TaskController) enqueueAll() {
 // (lanes). It runs under the queue's lock: two cache reads, nothing that
 // can block.
 func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
-	obj, exists, err := c.taskCache.GetByKey(key.String())
-	if err != nil || !exists {
-		return false
-	}
-	task, ok := obj.(*calibanv1alpha1.CalibanTask)
+	task, ok := c.tasks.get(key.String())
 	if !ok || task.Status.Phase != calibanv1alpha1.TaskProvisioning {
 		return false
 	}

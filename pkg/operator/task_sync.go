@@ -19,6 +19,7 @@ import (
 	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
@@ -296,18 +297,28 @@ func (c *TaskController) record(ctx context.Context, task *calibanv1alpha1.Calib
 	if p == sameVersion {
 		id.WithResourceVersion(task.ResourceVersion)
 	}
-	written, err := apply(ctx, writeStatus, c.caliban.CalibanV1alpha1().CalibanTasks(task.Namespace), task.Name,
+	answer, err := applyUnread(ctx, writeStatus, c.taskREST, taskResource, task.Namespace, task.Name,
 		statusApply{TypeMetaApplyConfiguration: id.TypeMetaApplyConfiguration, Metadata: id.ObjectMetaApplyConfiguration, Status: desired}, "status")
 	if err != nil {
 		return nil, fmt.Errorf("applying status of CalibanTask %s/%s: %w", task.Namespace, task.Name, err)
 	}
-	c.children.Carry(task, written)
-	// Every sync reads the task cache with the operator's own writes on
-	// top: one that runs before the watch brings this write must not take
-	// the task for what it was and write the same move again.
-	c.taskCache.Mutation(written)
+	// The task as the write left it, built rather than decoded from the
+	// answer, of which only the version is read (taskCache).
+	written := *task
+	written.Status = builders.StoredTaskStatus(task.Status, desired)
+	if written.ResourceVersion, err = codec.ResourceVersion(answer); err != nil {
+		// Written, but not known at which version: the informer brings it.
+		klog.FromContext(ctx).V(2).Info("Could not read the version of a status write", "error", err)
+		written.ResourceVersion = task.ResourceVersion
+	} else {
+		c.children.Carry(task, &written)
+		// Every sync reads the task cache with the operator's own writes on
+		// top: one that runs before the watch brings this write must not
+		// take the task for what it was and write the same move again.
+		c.tasks.wrote(&written)
+	}
 	c.report(ctx, task, desired, in)
-	return written, nil
+	return &written, nil
 }
 
 // report tells a status change, from task (as it was) to desired (as

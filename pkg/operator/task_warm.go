@@ -74,7 +74,7 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 	if view != nil {
 		// A mode to change on a Sandbox the cache has: the task's own
 		// lifecycle.
-		if err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, claimed); apierrors.IsNotFound(err) {
+		if _, err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, claimed); apierrors.IsNotFound(err) {
 			return applied{}, nil
 		} else if err != nil {
 			return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)

@@ -5,7 +5,6 @@ package operator
 
 import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
@@ -26,9 +25,13 @@ import (
 // (the pin and its signature, requestedBy), which someone else made and
 // which the sync must answer now (docs/security.md#pins-the-operator-wrote).
 func taskUpdateMatters(old, new *calibanv1alpha1.CalibanTask) bool {
-	if old.ResourceVersion == new.ResourceVersion {
-		return true
-	}
+	return old.ResourceVersion == new.ResourceVersion || taskChangeMatters(old, new)
+}
+
+// taskChangeMatters reports whether new, a later version of the task than
+// old, differs from it in anything but the status fields the operator owns
+// (taskUpdateMatters).
+func taskChangeMatters(old, new *calibanv1alpha1.CalibanTask) bool {
 	if old.Generation != new.Generation || !old.DeletionTimestamp.Equal(new.DeletionTimestamp) ||
 		!apiequality.Semantic.DeepEqual(old.Finalizers, new.Finalizers) {
 		return true
@@ -36,7 +39,7 @@ func taskUpdateMatters(old, new *calibanv1alpha1.CalibanTask) bool {
 	if foreignStatusEdit(old, new) {
 		return true
 	}
-	return !apiequality.Semantic.DeepEqual(foreignConditions(old.Status.Conditions), foreignConditions(new.Status.Conditions))
+	return !apiequality.Semantic.DeepEqual(builders.ForeignConditions(old.Status.Conditions), builders.ForeignConditions(new.Status.Conditions))
 }
 
 // foreignStatusEdit reports an update the operator cannot have written: a
@@ -51,17 +54,6 @@ func foreignStatusEdit(old, new *calibanv1alpha1.CalibanTask) bool {
 		return true
 	}
 	return new.Status.ResolvedWorkspace != nil && new.Status.RequestedBy != builders.RequestedBy(new)
-}
-
-// foreignConditions are the conditions the operator does not own.
-func foreignConditions(conds []metav1.Condition) []metav1.Condition {
-	var out []metav1.Condition
-	for _, c := range conds {
-		if c.Type != builders.ConditionReady {
-			out = append(out, c)
-		}
-	}
-	return out
 }
 
 // childUpdateMatters reports whether an update of a ServiceAccount,

@@ -41,6 +41,10 @@ const (
 	writeDelete         = "delete"
 )
 
+// taskResource is the CalibanTask resource, whose status record writes
+// through the REST client.
+const taskResource = "calibantasks"
+
 var applyPatchOptions = metav1.PatchOptions{FieldManager: builders.FieldManager, Force: new(true)}
 
 // patcher is the Patch method every generated typed client has, which
@@ -69,18 +73,19 @@ func apply[T any](ctx context.Context, write string, client patcher[T], name str
 // answer is not decoded. A Sandbox's answer is its pod template, and
 // decoding it cost more CPU than anything else the sync does with a
 // Sandbox. It applies body to the object name of resource in namespace
-// through rc.
-func applyUnread(ctx context.Context, write string, rc rest.Interface, resource, namespace, name string, body runtime.ApplyConfiguration) error {
+// (to its subresource, if one is given) through rc, and returns the answer
+// as it came.
+func applyUnread(ctx context.Context, write string, rc rest.Interface, resource, namespace, name string, body runtime.ApplyConfiguration, subresource ...string) ([]byte, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encoding the apply of %s: %w", name, err)
+		return nil, fmt.Errorf("encoding the apply of %s: %w", name, err)
 	}
-	err = rc.Patch(types.ApplyPatchType).Namespace(namespace).Resource(resource).Name(name).
-		Param("fieldManager", builders.FieldManager).Param("force", "true").Body(data).Do(ctx).Error()
+	answer, err := rc.Patch(types.ApplyPatchType).Namespace(namespace).Resource(resource).Name(name).SubResource(subresource...).
+		Param("fieldManager", builders.FieldManager).Param("force", "true").Body(data).Do(ctx).Raw()
 	if err == nil {
 		tracing.RecordWrite(ctx, write)
 	}
-	return err
+	return answer, err
 }
 
 // statusApply is the apply configuration of an object's status: type and

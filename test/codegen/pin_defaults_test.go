@@ -45,7 +45,7 @@ func TestTheSignerAppliesEveryDefaultOfThePinSchema(t *testing.T) {
 		}
 	}
 	sort.Strings(got)
-	// What canonicalPin in pkg/builders/pin.go applies (allowUnattended's
+	// What storedPin in pkg/builders/pin.go applies (allowUnattended's
 	// false encodes as absent, as the Go type omits it when false).
 	want := []string{
 		"resolvedWorkspace.agentPolicy.allowUnattended=false",
@@ -53,7 +53,7 @@ func TestTheSignerAppliesEveryDefaultOfThePinSchema(t *testing.T) {
 		"resolvedWorkspace.sources[].ref=\"main\"",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("defaults of status.resolvedWorkspace (-signer applies +schema has):\n%s\nchange canonicalPin with the schema", diff)
+		t.Errorf("defaults of status.resolvedWorkspace (-signer applies +schema has):\n%s\nchange storedPin with the schema", diff)
 	}
 }
 

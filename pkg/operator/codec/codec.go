@@ -346,3 +346,22 @@ func (f *objectFrameReader) next() error {
 }
 
 func (f *objectFrameReader) Close() error { return f.r.Close() }
+
+// ResourceVersion reads an object's metadata.resourceVersion, and nothing
+// else, from its JSON: what a write's answer tells a caller that knows the
+// rest of the object already. Its members are matched as v2Decoder matches
+// them; every other member is skipped, not decoded.
+func ResourceVersion(data []byte) (string, error) {
+	var obj struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+	}
+	if err := jsonv2.Unmarshal(data, &obj, v1Lenient); err != nil {
+		return "", err
+	}
+	if obj.Metadata.ResourceVersion == "" {
+		return "", fmt.Errorf("the object has no metadata.resourceVersion")
+	}
+	return obj.Metadata.ResourceVersion, nil
+}

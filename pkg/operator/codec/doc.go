@@ -15,4 +15,7 @@
 //     braces;
 //   - v2Decoder unmarshals typed objects with encoding/json/v2, falling back
 //     to client-go's decoder for anything it does not take.
+//
+// ResourceVersion reads one member of a write's answer, for a caller that
+// knows the rest.
 package codec
