@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -165,6 +166,15 @@ func (f *fixture) serveTaskStatus(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(int(st.Code))
 		_ = json.NewEncoder(w).Encode(st)
 		return
+	}
+	// The fake keeps a version as it is; the apiserver gives each write a
+	// later one, which the task cache tells its own writes apart by.
+	if n, err := strconv.Atoi(task.ResourceVersion); err == nil {
+		task.ResourceVersion = strconv.Itoa(n + 10)
+		if err := f.caliban.Tracker().Update(calibanv1alpha1.SchemeGroupVersion.WithResource(taskResource), task, task.Namespace); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 	}
 	_ = json.NewEncoder(w).Encode(task)
 }

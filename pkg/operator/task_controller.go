@@ -156,16 +156,7 @@ func (c *TaskController) watch(d Deps) error {
 		AddFunc: c.taskAdded,
 		// Resyncs (same resourceVersion) included: the resync is the safety
 		// net for what no event announces, such as a deleted token Secret.
-		UpdateFunc: func(old, new any) {
-			o, n := old.(*calibanv1alpha1.CalibanTask), new.(*calibanv1alpha1.CalibanTask)
-			// The syncs since the operator's last write read the task as
-			// that write left it: what the cluster holds may differ from
-			// that as well as from the informer's previous version.
-			read := c.tasks.caughtUp(n)
-			if taskUpdateMatters(o, n) || (read != nil && taskChangeMatters(read, n)) {
-				c.enqueue(new)
-			}
-		},
+		UpdateFunc: c.taskUpdated,
 		DeleteFunc: func(obj any) {
 			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 				obj = t.Obj
@@ -241,6 +232,18 @@ func (c *TaskController) taskAdded(obj any, isInInitialList bool) {
 		c.starts.created(task.UID, c.clock.Now())
 	}
 	c.enqueue(obj)
+}
+
+// taskUpdated wakes a task whose update matters (taskUpdateMatters). The
+// syncs since the operator's last write read the task as that write left
+// it (taskCache): the version that brings the write may differ from that
+// as well as from the informer's previous version.
+func (c *TaskController) taskUpdated(old, new any) {
+	o, n := old.(*calibanv1alpha1.CalibanTask), new.(*calibanv1alpha1.CalibanTask)
+	read := c.tasks.caughtUp(n)
+	if taskUpdateMatters(o, n) || (read != nil && taskChangeMatters(read, n)) {
+		c.enqueue(new)
+	}
 }
 
 // sandboxUpdated marks when a Sandbox turned to serving: agent-sandbox's
