@@ -5,6 +5,7 @@ package operator
 
 import (
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +18,7 @@ import (
 // the watch brings that write; the version that brings it wakes the task
 // only if it differs from what those syncs read in a way that matters.
 func TestTheOperatorsOwnWriteIsReadUntilTheWatchBringsIt(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 9, 1, 12, 0, 1, 0, time.UTC))
 	tests := map[string]struct {
 		// meanwhile is what someone else wrote before the operator's write.
 		meanwhile func(*calibanv1alpha1.CalibanTask)
@@ -26,12 +28,12 @@ func TestTheOperatorsOwnWriteIsReadUntilTheWatchBringsIt(t *testing.T) {
 		"prospero's condition written in between wakes the task": {
 			meanwhile: func(t *calibanv1alpha1.CalibanTask) {
 				meta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{Type: builders.ConditionAgentsSettled,
-					Status: metav1.ConditionTrue, Reason: "AllSucceeded", LastTransitionTime: metav1.Now()})
+					Status: metav1.ConditionTrue, Reason: "AllSucceeded", LastTransitionTime: at})
 			},
 			wakes: true,
 		},
 		"a deletion in between wakes the task": {
-			meanwhile: func(t *calibanv1alpha1.CalibanTask) { t.DeletionTimestamp = new(metav1.Now()) },
+			meanwhile: func(t *calibanv1alpha1.CalibanTask) { t.DeletionTimestamp = &at },
 			wakes:     true,
 		},
 		"a label added in between wakes nobody": {
@@ -60,12 +62,30 @@ func TestTheOperatorsOwnWriteIsReadUntilTheWatchBringsIt(t *testing.T) {
 				t.Fatalf("queue holds %d tasks before the watch event", n)
 			}
 
+			// The informer first brings what was written in between, which
+			// wakes the task; its sync reads the operator's write, which is
+			// newer, and sees nothing of it.
+			informer := f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer()
+			last := tk
+			if tc.meanwhile != nil {
+				between := tk.DeepCopy()
+				between.ResourceVersion = "5" // between the task's (1) and the write's (11)
+				tc.meanwhile(between)
+				f.cache(informer, between)
+				c.taskUpdated(tk, between)
+				if read, _, _ := c.cachedTask(key(tk)); read.ResourceVersion != stored.ResourceVersion {
+					t.Fatalf("a sync reads version %s, want the operator's write %s still on top", read.ResourceVersion, stored.ResourceVersion)
+				}
+				drain(t, c)
+				last = between
+			}
+			// Then the write, with what was written in between.
 			echo := stored.DeepCopy()
 			if tc.meanwhile != nil {
 				tc.meanwhile(echo)
 			}
-			f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), echo)
-			c.taskUpdated(tk, echo)
+			f.cache(informer, echo)
+			c.taskUpdated(last, echo)
 			if got := c.queue.Len() == 1; got != tc.wakes {
 				t.Errorf("task woken = %v, want %v", got, tc.wakes)
 			}
@@ -73,6 +93,16 @@ func TestTheOperatorsOwnWriteIsReadUntilTheWatchBringsIt(t *testing.T) {
 				t.Errorf("after the watch brought the write, a sync reads %+v, want the informer's version", read.ObjectMeta)
 			}
 		})
+	}
+}
+
+// drain empties the queue as the workers would.
+func drain(t *testing.T, c *TaskController) {
+	t.Helper()
+	for c.queue.Len() > 0 {
+		item, _ := c.queue.Get()
+		c.queue.Forget(item)
+		c.queue.Done(item)
 	}
 }
 
