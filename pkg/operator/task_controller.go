@@ -88,10 +88,10 @@ type TaskController struct {
 func NewTaskController(d Deps) (*TaskController, error) {
 	tasks := d.Tasks
 	c := &TaskController{
-		caliban:     d.Clients.Caliban,
-		kube:        d.Clients.Kube,
-		sandboxes:   sandboxClient(d.Clients.Sandboxes),
-		taskIndexer: tasks.Informer().GetIndexer(),
+		caliban:      d.Clients.Caliban,
+		kube:         d.Clients.Kube,
+		sandboxes:    sandboxClient(d.Clients.Sandboxes),
+		taskIndexer:  tasks.Informer().GetIndexer(),
 		tasks:        newTaskCache(tasks.Informer().GetStore()),
 		taskREST:     d.Clients.Caliban.CalibanV1alpha1().RESTClient(),
 		workspaces:   d.Workspaces.Lister(),
