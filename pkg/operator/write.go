@@ -69,10 +69,10 @@ func apply[T any](ctx context.Context, write string, client patcher[T], name str
 	return obj, err
 }
 
-// applyUnread is apply for a write whose answer the sync does not read: the
-// answer is not decoded. A Sandbox's answer is its pod template, and
-// decoding it cost more CPU than anything else the sync does with a
-// Sandbox. It applies body to the object name of resource in namespace
+// applyUnread is apply for a write whose answer the sync does not decode:
+// a Sandbox's answer is its pod template, a task's the whole task, pin and
+// all, and decoding either cost more CPU than anything else the sync does
+// with it. It applies body to the object name of resource in namespace
 // (to its subresource, if one is given) through rc, and returns the answer
 // as it came.
 func applyUnread(ctx context.Context, write string, rc rest.Interface, resource, namespace, name string, body runtime.ApplyConfiguration, subresource ...string) ([]byte, error) {
