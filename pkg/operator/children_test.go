@@ -192,17 +192,7 @@ func TestTheChildrenSeenAtStartUpLeaveTheirTaskNothingToRender(t *testing.T) {
 // and remembers their hashes for the version it wrote: the children's
 // events that follow are checked without hashing anything again.
 func TestThePinningSyncRemembersTheChildHashes(t *testing.T) {
-	f := newFixture(t)
-	tk := task()
-	f.seed(tk, workspace(), secret("key", "api-key"))
-	c := f.taskController()
-	if _, err := c.sync(f.ctx, key(tk)); err != nil {
-		t.Fatal(err)
-	}
-	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metaGet)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _, stored := newFixture(t).syncedOnce()
 	got, err := c.children.Want(stored, stored.Status.ResolvedWorkspace)
 	if err != nil {
 		t.Fatal(err)

@@ -447,14 +447,27 @@ func (f *fixture) workspaceController() *WorkspaceController {
 // sync, with every write fed back into the caches.
 func (f *fixture) provisionedTask() (*TaskController, *calibanv1alpha1.CalibanTask) {
 	f.t.Helper()
+	c, tk, _ := f.syncedOnce()
+	f.feedBack(c, tk)
+	return c, tk
+}
+
+// syncedOnce is a task admitted, pinned and given its children by one
+// sync, whose writes the caches have not seen: the controller, the task as
+// seeded, and the task as the cluster holds it now.
+func (f *fixture) syncedOnce() (*TaskController, *calibanv1alpha1.CalibanTask, *calibanv1alpha1.CalibanTask) {
+	f.t.Helper()
 	tk := task()
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()
 	if _, err := c.sync(f.ctx, key(tk)); err != nil {
 		f.t.Fatal(err)
 	}
-	f.feedBack(c, tk)
-	return c, tk
+	stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metav1.GetOptions{})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return c, tk, stored
 }
 
 // seed puts objects into the informer caches and the fake clientsets.

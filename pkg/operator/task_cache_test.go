@@ -43,16 +43,7 @@ func TestTheOperatorsOwnWriteIsReadUntilTheWatchBringsIt(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t)
-			tk := task()
-			f.seed(tk, workspace(), secret("key", "api-key"))
-			c := f.taskController()
-			if _, err := c.sync(f.ctx, key(tk)); err != nil {
-				t.Fatal(err)
-			}
-			stored, err := f.caliban.CalibanV1alpha1().CalibanTasks(tk.Namespace).Get(f.ctx, tk.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, tk, stored := f.syncedOnce()
 			read, ok, _ := c.cachedTask(key(tk))
 			if !ok || read.ResourceVersion != stored.ResourceVersion || read.Status.ResolvedWorkspace == nil {
 				t.Fatalf("before the watch brings the pin, a sync reads version %s, pinned %v; want version %s, pinned",
@@ -110,12 +101,7 @@ func drain(t *testing.T, c *TaskController) {
 // and still wakes the task for what it brings.
 func TestAnOlderVersionLeavesTheOwnWriteOnTop(t *testing.T) {
 	f := newFixture(t)
-	tk := task()
-	f.seed(tk, workspace(), secret("key", "api-key"))
-	c := f.taskController()
-	if _, err := c.sync(f.ctx, key(tk)); err != nil {
-		t.Fatal(err)
-	}
+	c, tk, _ := f.syncedOnce()
 	written, _, _ := c.cachedTask(key(tk))
 	older := tk.DeepCopy()
 	older.ResourceVersion = "5" // between the task's version (1) and the write's (11)

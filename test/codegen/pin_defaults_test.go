@@ -5,14 +5,11 @@ package codegen_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-
-	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
 // The operator signs a task's pin with the defaults the apiserver applies
@@ -22,28 +19,11 @@ import (
 // PinNotTrusted: this lists them, so that such a change meets this test
 // first.
 func TestTheSignerAppliesEveryDefaultOfThePinSchema(t *testing.T) {
-	root, err := framework.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
+	pin, found, _ := unstructured.NestedMap(taskSchema(t), "properties", "status", "properties", "resolvedWorkspace")
+	if !found {
+		t.Fatal("the CalibanTask schema has no status.resolvedWorkspace")
 	}
-	objs, err := framework.ReadManifests(filepath.Join(root, "manifests", "crds"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, o := range objs {
-		if o.GetName() != "calibantasks.caliban.caliban-ai.dev" {
-			continue
-		}
-		versions, _, _ := unstructured.NestedSlice(o.Object, "spec", "versions")
-		for _, v := range versions {
-			pin, found, _ := unstructured.NestedMap(v.(map[string]any), "schema", "openAPIV3Schema", "properties", "status", "properties", "resolvedWorkspace")
-			if !found {
-				t.Fatal("the CalibanTask schema has no status.resolvedWorkspace")
-			}
-			got = append(got, defaultsUnder("resolvedWorkspace", pin)...)
-		}
-	}
+	got := defaultsUnder("resolvedWorkspace", pin)
 	sort.Strings(got)
 	// What storedPin in pkg/builders/pin.go applies (allowUnattended's
 	// false encodes as absent, as the Go type omits it when false).
