@@ -371,6 +371,22 @@ func TestAStaleCacheNeverPinsTwice(t *testing.T) {
 	}
 }
 
+// A status write the server refuses fails the sync with the server's
+// reason and message, which the ReconcileError Event carries.
+func TestARefusedStatusWriteSaysWhy(t *testing.T) {
+	f := newFixture(t)
+	tk := task()
+	f.seed(tk, workspace(), secret("key", "api-key"))
+	f.caliban.PrependReactor("patch", "calibantasks", func(a core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(calibanv1alpha1.Resource("calibantasks"), tk.Name, errors.New("statuses are frozen in this namespace"))
+	})
+	c := f.taskController()
+	_, err := c.sync(f.ctx, key(tk))
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "statuses are frozen in this namespace") {
+		t.Errorf("sync error = %v, want the server's Forbidden and its message", err)
+	}
+}
+
 func TestAChildThatNoLongerCarriesWhatWasAppliedIsAppliedAgain(t *testing.T) {
 	tests := map[string]struct {
 		change func(f *fixture, c *TaskController, tk *calibanv1alpha1.CalibanTask)

@@ -80,12 +80,16 @@ func applyUnread(ctx context.Context, write string, rc rest.Interface, resource,
 	if err != nil {
 		return nil, fmt.Errorf("encoding the apply of %s: %w", name, err)
 	}
-	answer, err := rc.Patch(types.ApplyPatchType).Namespace(namespace).Resource(resource).Name(name).SubResource(subresource...).
-		Param("fieldManager", builders.FieldManager).Param("force", "true").Body(data).Do(ctx).Raw()
-	if err == nil {
-		tracing.RecordWrite(ctx, write)
+	res := rc.Patch(types.ApplyPatchType).Namespace(namespace).Resource(resource).Name(name).SubResource(subresource...).
+		Param("fieldManager", builders.FieldManager).Param("force", "true").Body(data).Do(ctx)
+	// Error, not Raw, makes the server's Status of a refusal the error:
+	// its reason and message.
+	if err := res.Error(); err != nil {
+		return nil, err
 	}
-	return answer, err
+	tracing.RecordWrite(ctx, write)
+	answer, _ := res.Raw()
+	return answer, nil
 }
 
 // statusApply is the apply configuration of an object's status: type and
