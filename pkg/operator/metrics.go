@@ -287,24 +287,69 @@ func RegisterClientMetrics(reg prometheus.Registerer) {
 		}, []string{"name"})
 		reg.MustRegister(requests, latency, throttle, leader)
 		clientmetrics.Register(clientmetrics.RegisterOpts{
-			RequestResult:      resultAdapter{requests},
-			RequestLatency:     latencyAdapter{latency},
-			RateLimiterLatency: latencyAdapter{throttle},
+			RequestResult:      newResultAdapter(requests),
+			RequestLatency:     newLatencyAdapter(latency),
+			RateLimiterLatency: newLatencyAdapter(throttle),
 		})
 		leaderelection.SetProvider(leaderProvider{leader})
 	})
 }
 
-type resultAdapter struct{ v *prometheus.CounterVec }
-
-func (a resultAdapter) Increment(_ context.Context, code, method, host string) {
-	a.v.WithLabelValues(code, method, host).Inc()
+// resultAdapter and latencyAdapter hand client-go's request metrics to
+// Prometheus. Each keeps its metrics by label values, a handful in all
+// (codes and verbs of one host): a request finds its metric in a map
+// instead of having the vector check and hash its labels again.
+type resultAdapter struct {
+	counters *byLabels[[3]string, prometheus.Counter]
 }
 
-type latencyAdapter struct{ v *prometheus.HistogramVec }
+func newResultAdapter(v *prometheus.CounterVec) resultAdapter {
+	return resultAdapter{newByLabels(func(k [3]string) prometheus.Counter { return v.WithLabelValues(k[0], k[1], k[2]) })}
+}
+
+func (a resultAdapter) Increment(_ context.Context, code, method, host string) {
+	a.counters.get([3]string{code, method, host}).Inc()
+}
+
+type latencyAdapter struct {
+	observers *byLabels[[2]string, prometheus.Observer]
+}
+
+func newLatencyAdapter(v *prometheus.HistogramVec) latencyAdapter {
+	return latencyAdapter{newByLabels(func(k [2]string) prometheus.Observer { return v.WithLabelValues(k[0], k[1]) })}
+}
 
 func (a latencyAdapter) Observe(_ context.Context, verb string, u url.URL, d time.Duration) {
-	a.v.WithLabelValues(verb, u.Host).Observe(d.Seconds())
+	a.observers.get([2]string{verb, u.Host}).Observe(d.Seconds())
+}
+
+// byLabels keeps the metrics of one vector by their label values, made by
+// with on first use.
+type byLabels[K comparable, M any] struct {
+	with func(K) M
+	mu   sync.RWMutex
+	m    map[K]M
+}
+
+func newByLabels[K comparable, M any](with func(K) M) *byLabels[K, M] {
+	return &byLabels[K, M]{with: with, m: map[K]M{}}
+}
+
+func (b *byLabels[K, M]) get(k K) M {
+	b.mu.RLock()
+	m, ok := b.m[k]
+	b.mu.RUnlock()
+	if ok {
+		return m
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if m, ok := b.m[k]; ok {
+		return m
+	}
+	m = b.with(k)
+	b.m[k] = m
+	return m
 }
 
 type leaderProvider struct{ v *prometheus.GaugeVec }

@@ -6,6 +6,7 @@ package codec
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"reflect"
@@ -349,19 +350,57 @@ func (f *objectFrameReader) Close() error { return f.r.Close() }
 
 // ResourceVersion reads an object's metadata.resourceVersion, and nothing
 // else, from its JSON: what a write's answer tells a caller that knows the
-// rest of the object already. Its members are matched as v2Decoder matches
-// them; every other member is skipped, not decoded.
+// rest of the object already. It stops there: every member before it is
+// skipped, not decoded, and nothing after it is read (the apiserver writes
+// a custom resource's members in sorted order, so a task's spec and status
+// come after). Names match as v2Decoder matches them; of a name given
+// twice, which no apiserver writes, the first counts.
 func ResourceVersion(data []byte) (string, error) {
-	var obj struct {
-		Metadata struct {
-			ResourceVersion string `json:"resourceVersion"`
-		} `json:"metadata"`
-	}
-	if err := jsonv2.Unmarshal(data, &obj, v1Lenient); err != nil {
+	dec := jsontext.NewDecoder(bytes.NewBuffer(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	if err := enterObject(dec); err != nil {
 		return "", err
 	}
-	if obj.Metadata.ResourceVersion == "" {
-		return "", fmt.Errorf("the object has no metadata.resourceVersion")
+	for inMetadata := false; ; {
+		name, err := dec.ReadToken()
+		if err != nil {
+			return "", err
+		}
+		if name.Kind() == '}' {
+			return "", errNoResourceVersion
+		}
+		switch key := name.String(); {
+		case !inMetadata && key == "metadata":
+			if err := enterObject(dec); err != nil {
+				return "", fmt.Errorf("metadata: %w", err)
+			}
+			inMetadata = true
+		case inMetadata && key == "resourceVersion":
+			v, err := dec.ReadToken()
+			if err != nil {
+				return "", err
+			}
+			if v.Kind() != '"' || v.String() == "" {
+				return "", errNoResourceVersion
+			}
+			return v.String(), nil
+		default:
+			if err := dec.SkipValue(); err != nil {
+				return "", err
+			}
+		}
 	}
-	return obj.Metadata.ResourceVersion, nil
+}
+
+var errNoResourceVersion = errors.New("the object has no metadata.resourceVersion")
+
+// enterObject reads the opening brace of an object.
+func enterObject(dec *jsontext.Decoder) error {
+	t, err := dec.ReadToken()
+	if err != nil {
+		return err
+	}
+	if t.Kind() != '{' {
+		return fmt.Errorf("not an object but %v", t.Kind())
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/iotest"
 
+	jsonv2 "github.com/go-json-experiment/json"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -349,6 +350,77 @@ func FuzzWatchEventSerializerAgreesWithClientGo(f *testing.F) {
 		// bytes, which then are no valid JSON, so its decode fails.
 		if json.Valid(object) {
 			t.Fatalf("%q: cut into %q and %q; client-go reads %q and %q", event, typ, object, want.Type, want.Object.Raw)
+		}
+	})
+}
+
+func TestResourceVersionReadsMetadataAlone(t *testing.T) {
+	tests := map[string]struct {
+		json    string
+		want    string
+		wantErr bool
+	}{
+		"an answer as the apiserver writes it": {
+			json: `{"apiVersion":"caliban.caliban-ai.dev/v1alpha1","kind":"CalibanTask","metadata":{"annotations":{"resourceVersion":"1"},` +
+				`"managedFields":[{"fieldsV1":{"f:metadata":{"f:resourceVersion":{}}},"manager":"m"}],"name":"t","resourceVersion":"42","uid":"u"},` +
+				`"spec":{"resourceVersion":"2"},"status":{"phase":"Running"}}`,
+			want: "42",
+		},
+		"a version outside metadata is not the object's": {
+			json: `{"resourceVersion":"7","metadata":{"name":"t","resourceVersion":"8"}}`, want: "8",
+		},
+		"metadata without a version":     {json: `{"metadata":{"name":"t"},"resourceVersion":"7"}`, wantErr: true},
+		"no metadata":                    {json: `{"kind":"CalibanTask"}`, wantErr: true},
+		"an empty version":               {json: `{"metadata":{"resourceVersion":""}}`, wantErr: true},
+		"a version that is not a string": {json: `{"metadata":{"resourceVersion":42}}`, wantErr: true},
+		"metadata that is not an object": {json: `{"metadata":"t"}`, wantErr: true},
+		"not an object":                  {json: `["metadata"]`, wantErr: true},
+		"cut short before the version":   {json: `{"metadata":{"name":"t"`, wantErr: true},
+		"names match with their case":    {json: `{"Metadata":{"resourceVersion":"1"},"metadata":{"ResourceVersion":"2","resourceVersion":"3"}}`, want: "3"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			got, err := ResourceVersion([]byte(tc.json))
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("ResourceVersion = %q, %v; want %q, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// On any valid document without a name given twice, ResourceVersion reads
+// what a full decode of metadata.resourceVersion reads, or fails where
+// that finds none.
+func FuzzResourceVersionAgreesWithAFullDecode(f *testing.F) {
+	for _, seed := range []string{
+		`{"metadata":{"managedFields":[{"manager":"m"}],"resourceVersion":"42"},"status":{}}`,
+		`{"metadata":{"annotations":{"resourceVersion":"1"}},"resourceVersion":"2"}`,
+		`{"metadata":{"resourceVersion":7}}`, `{"metadata":null}`, `[]`,
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		var full struct {
+			Metadata *struct {
+				ResourceVersion *string `json:"resourceVersion"`
+			} `json:"metadata"`
+		}
+		if err := jsonv2.Unmarshal(doc, &full); err != nil {
+			return // invalid, or a name given twice: the documented exceptions
+		}
+		want := ""
+		if full.Metadata != nil && full.Metadata.ResourceVersion != nil {
+			want = *full.Metadata.ResourceVersion
+		}
+		got, err := ResourceVersion(doc)
+		if want == "" {
+			if err == nil {
+				t.Fatalf("%q: version %q, a full decode finds none", doc, got)
+			}
+			return
+		}
+		if err != nil || got != want {
+			t.Fatalf("%q: version %q, %v; a full decode reads %q", doc, got, err, want)
 		}
 	})
 }
