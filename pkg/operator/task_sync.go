@@ -306,11 +306,11 @@ func (c *TaskController) record(ctx context.Context, task *calibanv1alpha1.Calib
 	// answer, of which only the version is read (taskCache).
 	written := *task
 	written.Status = builders.StoredTaskStatus(task.Status, desired)
-	if written.ResourceVersion, err = codec.ResourceVersion(answer); err != nil {
+	if rv, err := codec.ResourceVersion(answer); err != nil {
 		// Written, but not known at which version: the informer brings it.
 		klog.FromContext(ctx).V(2).Info("Could not read the version of a status write", "error", err)
-		written.ResourceVersion = task.ResourceVersion
 	} else {
+		written.ResourceVersion = rv
 		c.children.Carry(task, &written)
 		// Every sync reads the task cache with the operator's own writes on
 		// top: one that runs before the watch brings this write must not
