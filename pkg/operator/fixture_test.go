@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -77,9 +78,10 @@ type fixture struct {
 	// servedSandboxes are the Sandboxes the cluster has, by key, as
 	// cacheSandbox last cached them (the cache itself keeps views).
 	servedSandboxes map[string]*sandboxv1beta1.Sandbox
-	// onSandboxApply, when set, sees each Sandbox apply first; an error
+	// onSandboxApply, when set, sees each Sandbox apply or create (verb
+	// "patch" or "create") first; an error
 	// fails the request with 500.
-	onSandboxApply func(name string) error
+	onSandboxApply func(verb, name string) error
 	events         *fakeRecorder
 	clock          *clocktesting.FakeClock
 	// sandboxAPI is agent-sandbox's API as the controller sees it: served
@@ -211,8 +213,20 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 		f.serveSandboxJSONPatch(w, r, name)
 		return
 	}
-	if r.Method != http.MethodPatch || r.Header.Get("Content-Type") != "application/apply-patch+yaml" ||
-		q.Get("fieldManager") != builders.FieldManager || q.Get("force") != "true" {
+	create := r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/json" && q.Get("fieldManager") == builders.FieldManager
+	if create {
+		f.mu.Lock()
+		_, exists := f.servedSandboxes[strings.Split(strings.Trim(r.URL.Path, "/"), "/")[4]+"/"+f.postedName(r)]
+		f.mu.Unlock()
+		if exists {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"AlreadyExists","code":409}`))
+			return
+		}
+	}
+	if !create && (r.Method != http.MethodPatch || r.Header.Get("Content-Type") != "application/apply-patch+yaml" ||
+		q.Get("fieldManager") != builders.FieldManager || q.Get("force") != "true") {
 		f.t.Errorf("Sandbox API: unexpected %s %s (%s)", r.Method, r.URL, r.Header.Get("Content-Type"))
 		http.Error(w, "unexpected request", http.StatusMethodNotAllowed)
 		return
@@ -226,21 +240,40 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	verb := "patch"
+	if create {
+		verb, name = "create", u.GetName()
+	}
 	f.mu.Lock()
 	hook := f.onSandboxApply
 	f.mu.Unlock()
 	if hook != nil {
-		if err := hook(name); err != nil {
+		if err := hook(verb, name); err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
 	}
 	f.mu.Lock()
 	f.sandboxApplies = append(f.sandboxApplies, u)
-	f.sandboxWrites = append(f.sandboxWrites, "patch sandboxes "+name)
+	f.sandboxWrites = append(f.sandboxWrites, verb+" sandboxes "+name)
 	f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(body)
+}
+
+// postedName is the name in the body of a create, which its path leaves
+// out; the body is read again by the handler.
+func (f *fixture) postedName(r *http.Request) string {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return ""
+	}
+	r.Body = io.NopCloser(strings.NewReader(string(body)))
+	var meta struct {
+		Metadata struct{ Name string } `json:"metadata"`
+	}
+	_ = json.Unmarshal(body, &meta)
+	return meta.Metadata.Name
 }
 
 // serveSandboxJSONPatch applies a JSON patch to a Sandbox the test serves
@@ -532,6 +565,11 @@ func (f *fixture) writes() []string {
 				name := ""
 				if n, ok := a.(interface{ GetName() string }); ok {
 					name = n.GetName()
+				}
+				if c, ok := a.(core.CreateAction); ok {
+					if o, err := apimeta.Accessor(c.GetObject()); err == nil {
+						name = o.GetName()
+					}
 				}
 				out = append(out, a.GetVerb()+" "+res+" "+name)
 			}

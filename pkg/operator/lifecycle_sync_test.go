@@ -200,9 +200,9 @@ func (f *fixture) recordOrder() func() []string {
 	f.caliban.PrependReactor("*", "*", record)
 	f.kube.PrependReactor("*", "*", record)
 	f.mu.Lock()
-	f.onSandboxApply = func(string) error {
+	f.onSandboxApply = func(verb, _ string) error {
 		mu.Lock()
-		order = append(order, "patch sandboxes")
+		order = append(order, verb+" sandboxes")
 		mu.Unlock()
 		return nil
 	}
@@ -862,14 +862,14 @@ func TestTheDrainFinalizerIsAppliedRightAfterThePin(t *testing.T) {
 		"onDelete checkpoint: the finalizer after the pin, before the children": {
 			mods: []func(*calibanv1alpha1.CalibanTask){onDelete(calibanv1alpha1.OnDeleteCheckpoint)},
 			order: []string{"patch calibantasks/status", "patch calibantasks",
-				"patch serviceaccounts", "patch networkpolicies", "patch sandboxes"},
+				"create serviceaccounts", "create networkpolicies", "create sandboxes"},
 		},
 		"onDelete delete: no finalizer": {
 			mods:  []func(*calibanv1alpha1.CalibanTask){onDelete(calibanv1alpha1.OnDeleteDelete)},
-			order: []string{"patch calibantasks/status", "patch serviceaccounts", "patch networkpolicies", "patch sandboxes"},
+			order: []string{"patch calibantasks/status", "create serviceaccounts", "create networkpolicies", "create sandboxes"},
 		},
 		"no lifecycle: no finalizer": {
-			order: []string{"patch calibantasks/status", "patch serviceaccounts", "patch networkpolicies", "patch sandboxes"},
+			order: []string{"patch calibantasks/status", "create serviceaccounts", "create networkpolicies", "create sandboxes"},
 		},
 	}
 	for name, tc := range tests {

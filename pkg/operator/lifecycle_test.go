@@ -43,16 +43,17 @@ func TestThePinIsWrittenBeforeAnyChild(t *testing.T) {
 		order = append(order, a.GetVerb()+" "+res)
 		return false, nil, nil
 	}
-	// The ServiceAccount apply fails, as an admission webhook might make it.
-	f.kube.PrependReactor("patch", "serviceaccounts", func(core.Action) (bool, runtime.Object, error) {
+	// The ServiceAccount's create fails, as an admission webhook might make it.
+	f.kube.PrependReactor("create", "serviceaccounts", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, errors.New("denied by policy")
 	})
 	f.caliban.PrependReactor("patch", "*", record)
 	f.kube.PrependReactor("patch", "*", record)
-	f.onSandboxApply = func(string) error {
+	f.kube.PrependReactor("create", "*", record)
+	f.onSandboxApply = func(verb, _ string) error {
 		mu.Lock()
 		defer mu.Unlock()
-		order = append(order, "patch sandboxes")
+		order = append(order, verb+" sandboxes")
 		return nil
 	}
 	c := f.taskController()
@@ -61,7 +62,7 @@ func TestThePinIsWrittenBeforeAnyChild(t *testing.T) {
 		t.Fatal("sync succeeded, want the ServiceAccount's error")
 	}
 	// The pin, the refused child, then the status saying why it is stuck.
-	if diff := cmp.Diff([]string{"patch calibantasks/status", "patch serviceaccounts", "patch calibantasks/status"}, order); diff != "" {
+	if diff := cmp.Diff([]string{"patch calibantasks/status", "create serviceaccounts", "patch calibantasks/status"}, order); diff != "" {
 		t.Errorf("writes in order (-want +got):\n%s", diff)
 	}
 	applies := statusApplies(t, f.caliban.Actions())

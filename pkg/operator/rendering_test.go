@@ -210,7 +210,7 @@ func TestARefusedSuspendKeepsTheTaskRunningAndSaysWhy(t *testing.T) {
 	c, tk := f.runningTask()
 	refusal := `admission webhook "quota.example" denied the request: frozen namespace`
 	f.mu.Lock()
-	f.onSandboxApply = func(string) error { return errors.New(refusal) }
+	f.onSandboxApply = func(string, string) error { return errors.New(refusal) }
 	f.mu.Unlock()
 
 	tk = f.edit(tk, "kubectl", func(t *calibanv1alpha1.CalibanTask) { t.Spec.Suspend = true })

@@ -105,7 +105,7 @@ func TestATasksSyncSpansFollowItsLifeInOneTrace(t *testing.T) {
 func TestAFailedSyncsSpanSaysWhyAndWhatItWroteFirst(t *testing.T) {
 	f := lifecycleFixture(t)
 	exp := f.recordSpans()
-	f.onSandboxApply = func(string) error { return errors.New("admission webhook refused it") }
+	f.onSandboxApply = func(string, string) error { return errors.New("admission webhook refused it") }
 	tk := task()
 	f.seed(tk, workspace(), secret("key", "api-key"))
 	c := f.taskController()

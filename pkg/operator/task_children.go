@@ -7,8 +7,12 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/klog/v2"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -40,22 +44,39 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		name string
 		// write applies the child d renders, if any: a warm task has no
 		// ServiceAccount of its own, nor a policy before its claim.
-		write func(d *builders.Children) error
+		// first: the cache has no such child, so the write is a create
+		// (createOrFind).
+		write func(d *builders.Children, first bool) error
 	}{
-		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children) error {
+		{freshness.ServiceAccount, builders.ServiceAccountName(task.Name), func(d *builders.Children, first bool) error {
 			if d.ServiceAccount == nil {
 				return nil
 			}
-			logger.V(4).Info("Applying ServiceAccount", "name", *d.ServiceAccount.Name)
-			_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *d.ServiceAccount.Name, d.ServiceAccount)
+			name := *d.ServiceAccount.Name
+			if first {
+				created, err := createOrFind(ctx, c.serviceAccountTarget(ns, d.ServiceAccount), task)
+				if created || err != nil {
+					return err
+				}
+			}
+			logger.V(4).Info("Applying ServiceAccount", "name", name)
+			_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), name, d.ServiceAccount)
 			return err
 		}},
-		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children) error {
+		{freshness.NetworkPolicy, builders.NetworkPolicyName(task.Name), func(d *builders.Children, first bool) error {
 			if d.NetworkPolicy == nil {
 				return nil
 			}
-			logger.V(4).Info("Applying NetworkPolicy", "name", *d.NetworkPolicy.Name)
-			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *d.NetworkPolicy.Name, d.NetworkPolicy)
+			name := *d.NetworkPolicy.Name
+			err := error(nil)
+			created := false
+			if first {
+				created, err = createOrFind(ctx, c.networkPolicyTarget(ns, d.NetworkPolicy), task)
+			}
+			if !created && err == nil {
+				logger.V(4).Info("Applying NetworkPolicy", "name", name)
+				_, err = apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), name, d.NetworkPolicy)
+			}
 			if err == nil && warm {
 				c.appliedPolicies.Store(task.UID, want.NetworkPolicy)
 			}
@@ -63,6 +84,11 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		}},
 	} {
 		view := c.children.View(child.kind, ns, child.name)
+		if view != nil && !metav1.IsControlledBy(view, task) {
+			// Another task's child, or an object someone labelled as the
+			// operator's: never applied over.
+			return applied{}, nameTaken(child.kind.String(), child.name, view)
+		}
 		if want.Plan(child.kind, view, "") == freshness.Keep {
 			continue
 		}
@@ -76,7 +102,10 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		if err != nil {
 			return applied{}, err
 		}
-		if err := child.write(d); err != nil {
+		if err := child.write(d, view == nil); err != nil {
+			if takenBy(err) != nil {
+				return applied{}, err
+			}
 			return applied{}, fmt.Errorf("applying %s %s: %w", child.kind, child.name, err)
 		}
 	}
@@ -105,7 +134,7 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 	name := builders.SandboxName(task.Name)
 	current := c.children.View(freshness.Sandbox, task.Namespace, name)
 	if current != nil && !metav1.IsControlledBy(current, task) {
-		current = nil
+		return nil, nameTaken(freshness.Sandbox.String(), name, current)
 	}
 	plan := want.Plan(freshness.Sandbox, current, mode)
 	if plan == freshness.Keep {
@@ -119,8 +148,17 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 		if err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("reading Sandbox %s: %w", name, err)
 		}
-		if err == nil && metav1.IsControlledBy(live, task) {
+		switch {
+		case err != nil:
+		case !metav1.IsControlledBy(live, task):
+			return nil, nameTaken(freshness.Sandbox.String(), name, live)
+		default:
 			if desired, err = want.SandboxOver(live, mode); err != nil {
+				return nil, err
+			}
+			// An apply over a Sandbox the operator created must be able
+			// to drop what the task no longer asks for.
+			if err := ownAsApplied(ctx, c.sandboxes.RESTClient(), builders.SandboxResource, live); err != nil {
 				return nil, err
 			}
 		}
@@ -132,6 +170,15 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 		}
 		desired = d.Sandbox
 		desired.Spec.WithOperatingMode(mode)
+		if current == nil {
+			created, err := createOrFind(ctx, c.sandboxTarget(task.Namespace, name, desired), task)
+			if err != nil {
+				return nil, err
+			}
+			if created {
+				return &builders.ObservedSandbox{Name: name, CalibandPort: c.settings.CalibandPort, Mode: builders.LiveMode(mode)}, nil
+			}
+		}
 	}
 	klog.FromContext(ctx).V(4).Info("Applying Sandbox", "name", name, "modeOnly", plan == freshness.ModeOnly, "kept", want.Kept(freshness.Sandbox, current))
 	if _, err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, desired); err != nil {
@@ -175,4 +222,25 @@ func recordRendered(ctx context.Context, want *freshness.Want) {
 	if span := tracing.SyncFrom(ctx); span != nil && want.Rendered() {
 		span.SetAttributes(tracing.KeyRendered.Bool(true))
 	}
+}
+
+// The targets of the first writes of a task's children (createOrFind).
+func (c *TaskController) serviceAccountTarget(ns string, sa *corev1ac.ServiceAccountApplyConfiguration) target {
+	return typedTarget(writeServiceAccount, freshness.ServiceAccount.String(), *sa.Name, c.kube.CoreV1().ServiceAccounts(ns), sa,
+		func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, nil)
+}
+
+func (c *TaskController) networkPolicyTarget(ns string, np *networkingv1ac.NetworkPolicyApplyConfiguration) target {
+	return typedTarget(writeNetworkPolicy, freshness.NetworkPolicy.String(), *np.Name, c.kube.NetworkingV1().NetworkPolicies(ns), np,
+		func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, nil)
+}
+
+func (c *TaskController) sandboxTarget(ns, name string, body *sandboxac.SandboxApplyConfiguration) target {
+	return target{kind: freshness.Sandbox.String(), name: name,
+		create: func(ctx context.Context) error {
+			return restCreate(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, ns, name, body)
+		},
+		get: func(ctx context.Context) (metav1.Object, error) {
+			return c.sandboxes.Sandboxes(ns).Get(ctx, name, metav1.GetOptions{})
+		}}
 }

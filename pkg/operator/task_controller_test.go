@@ -475,7 +475,7 @@ func TestARefusedChildApplyIsInTheStatusAndRetried(t *testing.T) {
 	f := newFixture(t)
 	tk := task()
 	f.seed(tk, workspace(), secret("key", "api-key"))
-	f.kube.PrependReactor("patch", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
+	f.kube.PrependReactor("create", "networkpolicies", func(core.Action) (bool, runtime.Object, error) {
 		return true, nil, apierrors.NewForbidden(networkingv1.Resource("networkpolicies"), "fix-bug-netpol",
 			errors.New("denied by policy no-egress-changes"))
 	})
@@ -509,7 +509,7 @@ func TestARefusedChildApplyIsInTheStatusAndRetried(t *testing.T) {
 	if _, err := c.sync(f.ctx, key(tk)); err == nil {
 		t.Fatal("the second sync succeeded, want the same refusal")
 	}
-	if w := f.writes(); len(w) != 1 || w[0] != "patch networkpolicies fix-bug-netpol" {
-		t.Errorf("writes %v, want only the retried NetworkPolicy apply", w)
+	if w := f.writes(); len(w) != 1 || w[0] != "create networkpolicies fix-bug-netpol" {
+		t.Errorf("writes %v, want only the retried NetworkPolicy create", w)
 	}
 }

@@ -91,13 +91,19 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 	case err != nil:
 		return 0, err
 	}
+	if taken := takenBy(got.problem); taken != nil {
+		// A name held by something else is no retry's to fix: the task
+		// fails, says which object and holder, and looks again later
+		// (the holder may go).
+		in.Failure, got.problem = &builders.Failure{Reason: builders.ReasonChildNameTaken, Message: taken.Error()}, nil
+	}
 	if got.problem != nil {
 		// A child that could not be applied is said in the status, once
 		// (the same problem again changes nothing to write); the error
 		// itself retries with backoff. The Sandbox the task had is still
 		// its Sandbox.
 		in.ApplyProblem = got.problem.Error()
-	} else if d.Failure == nil {
+	} else if in.Failure == nil {
 		in.Sandbox, in.SandboxAPIMissing = got.sandbox, got.apiMissing
 	}
 	if got.relaunch != nil {
@@ -112,7 +118,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		return 0, got.problem
 	case err != nil:
 		return 0, err
-	case d.Failure != nil:
+	case in.Failure != nil:
 		return failureRequeue, nil
 	}
 	expired, wake := builders.LifecycleDue(task, written.Status.CompletionTime, now)

@@ -218,10 +218,27 @@ func (c *TaskController) takeSandbox(ctx context.Context, namespace, name string
 }
 
 // applyClaim applies the task's SandboxClaim.
+// The claim is the task's only when the task controls it: one of that
+// name held by anything else is left alone (errNameTaken), as the task's
+// other children are.
 func (c *TaskController) applyClaim(ctx context.Context, task *calibanv1alpha1.CalibanTask) (*extv1beta1.SandboxClaim, error) {
 	name := builders.ClaimName(task.Name)
-	klog.FromContext(ctx).V(4).Info("Applying SandboxClaim", "name", name)
-	claim, err := apply(ctx, writeClaim, c.warm.Client.SandboxClaims(task.Namespace), name, builders.BuildClaim(task))
+	if c.claims != nil {
+		if cached, err := c.claims.SandboxClaims(task.Namespace).Get(name); err == nil && !metav1.IsControlledBy(cached, task) {
+			return nil, nameTaken("SandboxClaim", name, cached)
+		}
+	}
+	body := builders.BuildClaim(task)
+	var claim *extv1beta1.SandboxClaim
+	created, err := createOrFind(ctx, typedTarget[*extv1beta1.SandboxClaim](writeClaim, "SandboxClaim", name, c.warm.Client.SandboxClaims(task.Namespace), body,
+		func() *extv1beta1.SandboxClaim { return &extv1beta1.SandboxClaim{} }, &claim), task)
+	if !created && err == nil {
+		klog.FromContext(ctx).V(4).Info("Applying SandboxClaim", "name", name)
+		claim, err = apply(ctx, writeClaim, c.warm.Client.SandboxClaims(task.Namespace), name, body)
+	}
+	if takenBy(err) != nil {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("applying SandboxClaim %s: %w", name, err)
 	}

@@ -229,22 +229,32 @@ func warmFixture(t *testing.T) (*fixture, *TaskController, *calibanv1alpha1.Cali
 	return f, tc, tk, builders.WarmTemplateName(ws.Name, r.Hash)
 }
 
-// serveClaims answers the apply of a SandboxClaim as the apiserver would,
-// with uid for a claim it does not hold yet.
+// serveClaims answers the create (or apply) of a SandboxClaim as the
+// apiserver would, with uid for a claim it does not hold yet.
 func (f *fixture) serveClaims(uid types.UID) {
-	f.caliban.PrependReactor("patch", "sandboxclaims", func(action core.Action) (bool, runtime.Object, error) {
-		p := action.(core.PatchAction)
+	serve := func(action core.Action) (bool, runtime.Object, error) {
 		claim := &extv1beta1.SandboxClaim{}
-		if err := json.Unmarshal(p.GetPatch(), claim); err != nil {
-			return true, nil, err
+		switch a := action.(type) {
+		case core.PatchAction:
+			if err := json.Unmarshal(a.GetPatch(), claim); err != nil {
+				return true, nil, err
+			}
+		case core.CreateAction:
+			claim = a.GetObject().(*extv1beta1.SandboxClaim).DeepCopy()
 		}
 		claim.UID = uid
-		if err := f.caliban.Tracker().Add(claim); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := f.caliban.Tracker().Add(claim)
+		if _, create := action.(core.CreateAction); create && err != nil {
 			return true, nil, err
 		}
-		stored, err := f.caliban.Tracker().Get(action.GetResource(), p.GetNamespace(), p.GetName())
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return true, nil, err
+		}
+		stored, err := f.caliban.Tracker().Get(action.GetResource(), action.GetNamespace(), claim.Name)
 		return true, stored, err
-	})
+	}
+	f.caliban.PrependReactor("patch", "sandboxclaims", serve)
+	f.caliban.PrependReactor("create", "sandboxclaims", serve)
 }
 
 // holdSandbox makes the task's claim hold Sandbox name, made from
@@ -317,7 +327,7 @@ func TestAWarmTaskClaimsFromItsWorkspacesPool(t *testing.T) {
 	}
 
 	stored := sync()
-	want := []string{"patch networkpolicies fix-bug-netpol", "patch sandboxclaims fix-bug-claim", "patch calibantasks/status fix-bug"}
+	want := []string{"create networkpolicies fix-bug-netpol", "create sandboxclaims fix-bug-claim", "patch calibantasks/status fix-bug"}
 	if got := f.writes(); !slices.Equal(got, want) {
 		t.Errorf("the first sync wrote %v, want %v: the claim, the pin with the launch and the claim's UID, the policy", got, want)
 	}
@@ -435,7 +445,8 @@ func TestAWarmTaskServedAnotherRenderingStartsCold(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := f.writes()
-	for _, w := range []string{"patch serviceaccounts fix-bug-sa", "patch networkpolicies fix-bug-netpol", "patch sandboxes fix-bug-sbx"} {
+	// The policy the warm launch made is the task's: applied over.
+	for _, w := range []string{"create serviceaccounts fix-bug-sa", "patch networkpolicies fix-bug-netpol", "create sandboxes fix-bug-sbx"} {
 		if !slices.Contains(got, w) {
 			t.Errorf("the cold start wrote %v, want %q among them", got, w)
 		}
@@ -510,11 +521,11 @@ func TestAWarmTaskWhoseClaimWasDeletedRecordsTheNewClaimFirst(t *testing.T) {
 	// show a new version's policy here).
 	var order []string
 	for _, a := range f.caliban.Actions() {
-		if a.GetVerb() == "patch" {
-			order = append(order, a.GetResource().Resource+"/"+a.GetSubresource())
+		if a.GetVerb() == "patch" || a.GetVerb() == "create" {
+			order = append(order, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
 		}
 	}
-	if want := []string{"sandboxclaims/", "calibantasks/status"}; !slices.Equal(order, want) {
+	if want := []string{"create sandboxclaims/", "patch calibantasks/status"}; !slices.Equal(order, want) {
 		t.Errorf("wrote %v, want %v: the claim made again, then the status with its UID", order, want)
 	}
 }

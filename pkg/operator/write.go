@@ -26,7 +26,10 @@ import (
 // finalizer, the status of tasks and Workspaces, a warm pool's objects) is
 // a server-side apply of an apply configuration, under the field manager
 // caliban-operator, forced, through apply (applyUnread where the sync does
-// not read the answer). The other requests are two
+// not read the answer), except the first write of each object the operator
+// names, which is a create of the same body (create.go: a name is taken,
+// never shared). The other requests are a JSON patch that moves a created
+// object's fields to the applies (create.go), two
 // tested JSON patches (drain.go: the drain finalizer another manager wrote;
 // task_warm.go: the take of a claimed Sandbox) and three deletes (a task
 // whose TTL ran out, a claim of another rendering, a warm pool's objects).
@@ -39,6 +42,9 @@ const (
 	writeSandbox        = "sandbox"
 	writeFinalizer      = "finalizer"
 	writeDelete         = "delete"
+	// writeOwnership: the operator's fields of an object it created moved
+	// from its create to its applies (create.go).
+	writeOwnership = "ownership"
 )
 
 // taskResource is the CalibanTask resource, whose status record writes

@@ -10,7 +10,7 @@ import (
 )
 
 // +genclient
-// +genclient:onlyVerbs=get,list,watch,delete,patch,apply
+// +genclient:onlyVerbs=get,list,watch,create,delete,patch,apply
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:resource:shortName=sandboxtemplate
@@ -69,7 +69,7 @@ type SandboxTemplateList struct {
 }
 
 // +genclient
-// +genclient:onlyVerbs=get,list,watch,delete,patch,apply
+// +genclient:onlyVerbs=get,list,watch,create,delete,patch,apply
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
@@ -153,7 +153,7 @@ type SandboxWarmPoolList struct {
 }
 
 // +genclient
-// +genclient:onlyVerbs=get,list,watch,delete,patch,apply
+// +genclient:onlyVerbs=get,list,watch,create,delete,patch,apply
 // +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status

@@ -27,6 +27,7 @@ type SandboxClaimsGetter interface {
 
 // SandboxClaimInterface has methods to work with SandboxClaim resources.
 type SandboxClaimInterface interface {
+	Create(ctx context.Context, sandboxClaim *extensionsv1beta1.SandboxClaim, opts v1.CreateOptions) (*extensionsv1beta1.SandboxClaim, error)
 	Delete(ctx context.Context, name string, opts v1.DeleteOptions) error
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*extensionsv1beta1.SandboxClaim, error)
 	List(ctx context.Context, opts v1.ListOptions) (*extensionsv1beta1.SandboxClaimList, error)

@@ -27,6 +27,7 @@ type SandboxTemplatesGetter interface {
 
 // SandboxTemplateInterface has methods to work with SandboxTemplate resources.
 type SandboxTemplateInterface interface {
+	Create(ctx context.Context, sandboxTemplate *extensionsv1beta1.SandboxTemplate, opts v1.CreateOptions) (*extensionsv1beta1.SandboxTemplate, error)
 	Delete(ctx context.Context, name string, opts v1.DeleteOptions) error
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*extensionsv1beta1.SandboxTemplate, error)
 	List(ctx context.Context, opts v1.ListOptions) (*extensionsv1beta1.SandboxTemplateList, error)

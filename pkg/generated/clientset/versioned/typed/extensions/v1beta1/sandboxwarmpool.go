@@ -27,6 +27,7 @@ type SandboxWarmPoolsGetter interface {
 
 // SandboxWarmPoolInterface has methods to work with SandboxWarmPool resources.
 type SandboxWarmPoolInterface interface {
+	Create(ctx context.Context, sandboxWarmPool *extensionsv1beta1.SandboxWarmPool, opts v1.CreateOptions) (*extensionsv1beta1.SandboxWarmPool, error)
 	Delete(ctx context.Context, name string, opts v1.DeleteOptions) error
 	Get(ctx context.Context, name string, opts v1.GetOptions) (*extensionsv1beta1.SandboxWarmPool, error)
 	List(ctx context.Context, opts v1.ListOptions) (*extensionsv1beta1.SandboxWarmPoolList, error)
