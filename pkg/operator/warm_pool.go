@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -17,6 +18,7 @@ import (
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -104,16 +106,30 @@ func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alp
 	}
 	ns := ws.Namespace
 	sa := builders.BuildWarmServiceAccount(ws)
-	if err := applyPoolChild(ctx, w.serviceAccounts, ws, *sa.Name, sa, func(body runtime.ApplyConfiguration) error {
-		_, err := apply(ctx, writeServiceAccount, c.kube.CoreV1().ServiceAccounts(ns), *sa.Name, body)
-		return err
+	saClient := c.kube.CoreV1().ServiceAccounts(ns)
+	if err := applyPoolChild(ctx, w.serviceAccounts, ws, *sa.Name, sa, poolWrites{
+		create: func(body runtime.ApplyConfiguration) target {
+			return typedTarget(writeServiceAccount, "ServiceAccount", *sa.Name, saClient, body, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, nil)
+		},
+		apply: func(body runtime.ApplyConfiguration) error {
+			_, err := apply(ctx, writeServiceAccount, saClient, *sa.Name, body)
+			return err
+		},
+		rc: c.kube.CoreV1().RESTClient(), resource: "serviceaccounts",
 	}); err != nil {
 		return nil, err
 	}
+	npClient := c.kube.NetworkingV1().NetworkPolicies(ns)
 	for _, np := range []*networkingv1ac.NetworkPolicyApplyConfiguration{builders.BuildWarmIsolationPolicy(ws), builders.BuildWarmUnclaimedPolicy(ws, r)} {
-		if err := applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, func(body runtime.ApplyConfiguration) error {
-			_, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), *np.Name, body)
-			return err
+		if err := applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, poolWrites{
+			create: func(body runtime.ApplyConfiguration) target {
+				return typedTarget(writeNetworkPolicy, "NetworkPolicy", *np.Name, npClient, body, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, nil)
+			},
+			apply: func(body runtime.ApplyConfiguration) error {
+				_, err := apply(ctx, writeNetworkPolicy, npClient, *np.Name, body)
+				return err
+			},
+			rc: c.kube.NetworkingV1().RESTClient(), resource: "networkpolicies",
 		}); err != nil {
 			return nil, err
 		}
@@ -123,19 +139,47 @@ func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alp
 	}
 
 	template := builders.WarmTemplateName(ws.Name, r.Hash)
-	if cached, err := w.templates.SandboxTemplates(ns).Get(template); err != nil || !metav1.IsControlledBy(cached, ws) {
-		klog.FromContext(ctx).V(4).Info("Applying SandboxTemplate", "name", template)
-		if _, err := apply(ctx, writeTemplate, w.client.SandboxTemplates(ns), template, builders.BuildWarmTemplate(ws, r)); err != nil {
+	cachedTemplate, _ := w.templates.SandboxTemplates(ns).Get(template)
+	if cachedTemplate != nil && !metav1.IsControlledBy(cachedTemplate, ws) {
+		return nil, nameTaken("SandboxTemplate", template, cachedTemplate)
+	}
+	if cachedTemplate == nil {
+		// A template is never changed once made: its name is its
+		// rendering's hash.
+		body := builders.BuildWarmTemplate(ws, r)
+		created, err := createOrFind(ctx, typedTarget(writeTemplate, "SandboxTemplate", template, w.client.SandboxTemplates(ns), body,
+			func() *extv1beta1.SandboxTemplate { return &extv1beta1.SandboxTemplate{} }, nil), ws)
+		if !created && err == nil {
+			klog.FromContext(ctx).V(4).Info("Applying SandboxTemplate", "name", template)
+			_, err = apply(ctx, writeTemplate, w.client.SandboxTemplates(ns), template, body)
+		}
+		if takenBy(err) != nil {
+			return nil, err
+		}
+		if err != nil {
 			return nil, fmt.Errorf("applying SandboxTemplate %s/%s: %w", ns, template, err)
 		}
 	}
-	pool, _ := w.pools.SandboxWarmPools(ns).Get(builders.WarmPoolName(ws.Name))
+	name := builders.WarmPoolName(ws.Name)
+	pool, _ := w.pools.SandboxWarmPools(ns).Get(name)
 	if pool != nil && !metav1.IsControlledBy(pool, ws) {
-		pool = nil
+		return nil, nameTaken("SandboxWarmPool", name, pool)
 	}
 	if !poolHolds(pool, builders.WarmReplicas(ws), template) {
-		name := builders.WarmPoolName(ws.Name)
-		written, err := apply(ctx, writeWarmPool, w.client.SandboxWarmPools(ns), name, builders.BuildWarmPool(ws, template))
+		body := builders.BuildWarmPool(ws, template)
+		var written *extv1beta1.SandboxWarmPool
+		created := false
+		var err error
+		if pool == nil {
+			created, err = createOrFind(ctx, typedTarget(writeWarmPool, "SandboxWarmPool", name, w.client.SandboxWarmPools(ns), body,
+				func() *extv1beta1.SandboxWarmPool { return &extv1beta1.SandboxWarmPool{} }, &written), ws)
+		}
+		if !created && err == nil {
+			written, err = apply(ctx, writeWarmPool, w.client.SandboxWarmPools(ns), name, body)
+		}
+		if takenBy(err) != nil {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fmt.Errorf("applying SandboxWarmPool %s/%s: %w", ns, name, err)
 		}
@@ -165,24 +209,66 @@ func poolHolds(pool *extv1beta1.SandboxWarmPool, replicas int32, template string
 		pool.Spec.UpdateStrategy != nil && pool.Spec.UpdateStrategy.Type == extv1beta1.UpdateStrategyRecreate
 }
 
+// poolWrites are the writes of one of a pool's ServiceAccount and
+// NetworkPolicies: its first, a create (createOrFind), and the applies
+// after, over an object whose fields the create gave the operator moved
+// to its applies (ownAsApplied through rc, resource) first.
+type poolWrites struct {
+	create func(body runtime.ApplyConfiguration) target
+	apply  func(body runtime.ApplyConfiguration) error
+	rc     rest.Interface
+	// resource is the object's resource, for rc.
+	resource string
+}
+
 // applyPoolChild applies a ServiceAccount or NetworkPolicy of ws's pool,
 // stamped with its applied hash, unless the cache holds one of ws with the
-// same stamp.
+// same stamp. One of that name that ws does not control is never written:
+// errNameTaken.
 func applyPoolChild[T interface {
 	runtime.ApplyConfiguration
 	WithAnnotations(map[string]string) T
-}](ctx context.Context, store cache.Store, ws *calibanv1alpha1.Workspace, name string, child T, write func(runtime.ApplyConfiguration) error) error {
+}](ctx context.Context, store cache.Store, ws *calibanv1alpha1.Workspace, name string, child T, w poolWrites) error {
 	hash, err := builders.AppliedHash(child)
 	if err != nil {
 		return err
 	}
+	var view *freshness.View
 	if obj, exists, _ := store.GetByKey(ws.Namespace + "/" + name); exists {
-		if v, ok := obj.(*freshness.View); ok && v.Applied == hash && metav1.IsControlledBy(v, ws) {
-			return nil
+		view, _ = obj.(*freshness.View)
+	}
+	switch {
+	case view != nil && !metav1.IsControlledBy(view, ws):
+		return nameTaken(w.create(child).kind, name, view)
+	case view != nil && view.Applied == hash:
+		return nil
+	}
+	body := child.WithAnnotations(map[string]string{builders.AnnotationAppliedHash: hash})
+	t := w.create(body)
+	if view == nil {
+		created, err := createOrFind(ctx, t, ws)
+		if created || takenBy(err) != nil {
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("creating %s/%s: %w", ws.Namespace, name, err)
+		}
+	} else {
+		// A new rendering of a child the operator may have created: what
+		// it leaves out must go.
+		live, err := t.get(ctx)
+		if err != nil {
+			return fmt.Errorf("reading %s/%s: %w", ws.Namespace, name, err)
+		}
+		if !metav1.IsControlledBy(live, ws) {
+			return nameTaken(t.kind, name, live)
+		}
+		if err := ownAsApplied(ctx, w.rc, w.resource, live); err != nil {
+			return err
 		}
 	}
 	klog.FromContext(ctx).V(4).Info("Applying a warm pool's child", "name", name)
-	if err := write(child.WithAnnotations(map[string]string{builders.AnnotationAppliedHash: hash})); err != nil {
+	if err := w.apply(body); err != nil {
 		return fmt.Errorf("applying %s/%s: %w", ws.Namespace, name, err)
 	}
 	return nil

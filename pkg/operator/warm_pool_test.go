@@ -94,8 +94,8 @@ func TestAWorkspaceKeepsTheWarmPoolItsSpecRenders(t *testing.T) {
 	}
 	first := builders.WarmTemplateName(ws.Name, r.Hash)
 	want := []string{
-		"patch serviceaccounts ws-warm", "patch networkpolicies ws-warm-isolation", "patch networkpolicies ws-warm-unclaimed",
-		"patch sandboxtemplates " + first, "patch sandboxwarmpools ws-warm", "patch workspaces/status ws",
+		"create serviceaccounts ws-warm", "create networkpolicies ws-warm-isolation", "create networkpolicies ws-warm-unclaimed",
+		"create sandboxtemplates " + first, "create sandboxwarmpools ws-warm", "patch workspaces/status ws",
 	}
 	if got := f.writes(); !slices.Equal(got, want) {
 		t.Fatalf("first sync wrote %v, want %v", got, want)
@@ -134,7 +134,7 @@ func TestAWorkspaceKeepsTheWarmPoolItsSpecRenders(t *testing.T) {
 	if second == first {
 		t.Fatal("an env edit did not change the rendering")
 	}
-	want = []string{"patch sandboxtemplates " + second, "patch sandboxwarmpools ws-warm", "patch workspaces/status ws"}
+	want = []string{"create sandboxtemplates " + second, "patch sandboxwarmpools ws-warm", "patch workspaces/status ws"}
 	if got := f.writes(); !slices.Equal(got, want) {
 		t.Errorf("the edit wrote %v, want %v", got, want)
 	}
@@ -173,7 +173,7 @@ func TestAWorkspaceSaysWhyItKeepsNoWarmPool(t *testing.T) {
 		writes   []string
 	}{
 		"the extensions API is not served": {ws: warmWorkspace(), reason: builders.ReasonWarmPoolUnavailable, contains: "--extensions",
-			writes: []string{"patch serviceaccounts ws-warm", "patch networkpolicies ws-warm-isolation", "patch networkpolicies ws-warm-unclaimed", "patch workspaces/status ws"}},
+			writes: []string{"create serviceaccounts ws-warm", "create networkpolicies ws-warm-isolation", "create networkpolicies ws-warm-unclaimed", "patch workspaces/status ws"}},
 		"a source follows a branch": {served: true, reason: builders.ReasonSourcesNotPinned, contains: "sources[0] 'app': ref 'main'",
 			ws: warmWorkspace(func(ws *calibanv1alpha1.Workspace) {
 				ws.Spec.Sources = []calibanv1alpha1.Source{{Name: "app", Repo: "https://example.com/app.git", Ref: "main", Path: "/work/app"}}

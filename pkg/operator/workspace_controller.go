@@ -211,6 +211,15 @@ func (c *WorkspaceController) syncWorkspace(ctx context.Context, ws *calibanv1al
 		return 0, err
 	}
 	pool, err := c.syncWarmPool(ctx, ws, problem)
+	if taken := takenBy(err); taken != nil {
+		// The pool cannot have a name something else holds: its condition
+		// says so (tasks start cold), once, and the Workspace's recheck
+		// looks again (the holder may go).
+		if cond := meta.FindStatusCondition(ws.Status.Conditions, builders.ConditionWarmPoolReady); cond == nil || cond.Reason != builders.ReasonChildNameTaken {
+			c.recorder.Event(ws, corev1.EventTypeWarning, builders.ReasonChildNameTaken, "WarmPool", taken.Error())
+		}
+		pool, err = &builders.WarmPoolObservation{Reason: builders.ReasonChildNameTaken, Problem: taken.Error()}, nil
+	}
 	if err != nil {
 		return 0, err
 	}
