@@ -36,7 +36,7 @@ func BuildServiceAccount(task *calibanv1alpha1.CalibanTask) *corev1ac.ServiceAcc
 // egress to the cluster's DNS, plus everything but link-local (no workspace
 // egress) or the pinned allow-list, less link-local.
 func BuildNetworkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace, s config.AgentSettings) *networkingv1ac.NetworkPolicyApplyConfiguration {
-	return networkPolicy(task, pin, s, metav1ac.LabelSelector().WithMatchLabels(TaskLabels(task)))
+	return networkPolicy(task, pin, s, metav1ac.LabelSelector().WithMatchLabels(TaskPodSelector(task)))
 }
 
 // networkPolicy is the task's NetworkPolicy for the pod pods selects: the

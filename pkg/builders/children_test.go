@@ -36,6 +36,7 @@ func fxLabelsMap(label string) map[string]any {
 		"app.kubernetes.io/managed-by": "caliban-operator",
 		"app.kubernetes.io/name":       "caliband",
 		"caliban.caliban-ai.dev/task":  label,
+		LabelTaskUID:                   string(fxTaskUID),
 	}
 }
 
@@ -428,9 +429,13 @@ func TestBuildNetworkPolicySelectsThePodAndBothDirections(t *testing.T) {
 			tk := task(taskName)
 			np := convert[networkingv1.NetworkPolicy](t, BuildNetworkPolicy(tk, pin(), settings()))
 			podLabels := BuildSandbox(tk, pin(), settings()).Spec.PodTemplate.Metadata.Labels
-			wantSelector := metav1.LabelSelector{MatchLabels: podLabels}
+			// The UID alone, which no other task's pod can carry.
+			wantSelector := metav1.LabelSelector{MatchLabels: map[string]string{LabelTaskUID: string(tk.UID)}}
 			if diff := cmp.Diff(wantSelector, np.Spec.PodSelector); diff != "" {
-				t.Errorf("podSelector (-want the pod's labels +got):\n%s", diff)
+				t.Errorf("podSelector (-want the task's UID +got):\n%s", diff)
+			}
+			if got := podLabels[LabelTaskUID]; got != string(tk.UID) {
+				t.Errorf("the pod carries %s=%q, want the task's UID %q", LabelTaskUID, got, tk.UID)
 			}
 			wantTypes := []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 			if diff := cmp.Diff(wantTypes, np.Spec.PolicyTypes); diff != "" {

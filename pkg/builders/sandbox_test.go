@@ -157,6 +157,7 @@ func TestBuildSandboxObjectMeta(t *testing.T) {
 		"app.kubernetes.io/managed-by": "caliban-operator",
 		"app.kubernetes.io/name":       "caliband",
 		"caliban.caliban-ai.dev/task":  "refactor-auth",
+		LabelTaskUID:                   string(fxTaskUID),
 	}
 	want := metav1.ObjectMeta{
 		Name:      "refactor-auth-sbx",
@@ -739,17 +740,21 @@ func TestSafeNamesAreUsedConsistently(t *testing.T) {
 				"app.kubernetes.io/managed-by": "caliban-operator",
 				"app.kubernetes.io/name":       "caliband",
 				"caliban.caliban-ai.dev/task":  test.label,
+				LabelTaskUID:                   string(tk.UID),
 			}
 			if errs := validation.IsValidLabelValue(test.label); len(errs) > 0 {
 				t.Errorf("label value %q is invalid: %v", test.label, errs)
 			}
 			for what, got := range map[string]map[string]string{
 				"Sandbox": sb.Labels, "pod template": sb.Spec.PodTemplate.Metadata.Labels,
-				"ServiceAccount": sa.Labels, "NetworkPolicy": np.Labels, "NetworkPolicy podSelector": np.Spec.PodSelector.MatchLabels,
+				"ServiceAccount": sa.Labels, "NetworkPolicy": np.Labels,
 			} {
 				if diff := cmp.Diff(wantLabels, got); diff != "" {
 					t.Errorf("%s labels (-want +got):\n%s", what, diff)
 				}
+			}
+			if diff := cmp.Diff(map[string]string{LabelTaskUID: string(tk.UID)}, np.Spec.PodSelector.MatchLabels); diff != "" {
+				t.Errorf("NetworkPolicy podSelector (-want +got):\n%s", diff)
 			}
 
 			// The owner is the task by its real name, never the safe form.
