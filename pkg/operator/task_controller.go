@@ -203,7 +203,11 @@ func (c *TaskController) watch(d Deps) error {
 		if err := c.children.Track(kind, inf); err != nil {
 			return err
 		}
-		if _, err := inf.AddEventHandler(childEvents); err != nil {
+		events := childEvents
+		if kind == freshness.NetworkPolicy {
+			events.DeleteFunc = c.policyDeleted
+		}
+		if _, err := inf.AddEventHandler(events); err != nil {
 			return fmt.Errorf("adding %s event handler: %w", kind, err)
 		}
 	}
@@ -219,6 +223,23 @@ func (c *TaskController) watch(d Deps) error {
 		return fmt.Errorf("adding SandboxClaim event handler: %w", err)
 	}
 	return nil
+}
+
+// policyDeleted wakes the task whose NetworkPolicy was deleted. A warm
+// task's policy is not applied again while the watch has yet to bring the
+// one just applied (appliedPolicies); a deleted one ends that, before the
+// task's next sync, which makes it again.
+func (c *TaskController) policyDeleted(obj any) {
+	o := obj
+	if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = t.Obj
+	}
+	if m, err := meta.Accessor(o); err == nil {
+		if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+			c.appliedPolicies.Delete(ref.UID)
+		}
+	}
+	c.enqueueOwner(obj)
 }
 
 // taskAdded caches and enqueues a task the informer delivered, and opens

@@ -88,6 +88,9 @@ var unavailableMessage = fmt.Sprintf("agent-sandbox's extensions API %s is not s
 func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alpha1.Workspace, problem string) (*builders.WarmPoolObservation, error) {
 	w := c.warm
 	if builders.WarmReplicas(ws) == 0 {
+		if err := c.keepIsolation(ctx, ws); err != nil {
+			return nil, err
+		}
 		return nil, c.removeWarmPool(ctx, ws, "")
 	}
 	if problem != "" {
@@ -272,6 +275,31 @@ func applyPoolChild[T interface {
 		return fmt.Errorf("applying %s/%s: %w", ws.Namespace, name, err)
 	}
 	return nil
+}
+
+// keepIsolation keeps the isolation policy of a Workspace whose pool is
+// off but that had one (its pool's ServiceAccount is there): a warm task
+// of it may still resume into a new pod of the pool's, which only that
+// policy cuts off until the task's own selects it. One deleted meanwhile
+// is made again.
+func (c *WorkspaceController) keepIsolation(ctx context.Context, ws *calibanv1alpha1.Workspace) error {
+	w := c.warm
+	obj, exists, _ := w.serviceAccounts.GetByKey(ws.Namespace + "/" + builders.WarmPoolName(ws.Name))
+	if v, ok := obj.(*freshness.View); !exists || !ok || !metav1.IsControlledBy(v, ws) {
+		return nil
+	}
+	np := builders.BuildWarmIsolationPolicy(ws)
+	npClient := c.kube.NetworkingV1().NetworkPolicies(ws.Namespace)
+	return applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, poolWrites{
+		create: func(body runtime.ApplyConfiguration) target {
+			return typedTarget(writeNetworkPolicy, "NetworkPolicy", *np.Name, npClient, body, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, nil)
+		},
+		apply: func(body runtime.ApplyConfiguration) error {
+			_, err := apply(ctx, writeNetworkPolicy, npClient, *np.Name, body)
+			return err
+		},
+		rc: c.kube.NetworkingV1().RESTClient(), resource: "networkpolicies",
+	})
 }
 
 // removeWarmPool deletes ws's pool, its templates but keep, and the

@@ -23,6 +23,7 @@ import (
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 )
 
 // warmWorkspace asks for a pool of two; its only provider needs the "key"
@@ -527,5 +528,47 @@ func TestAWarmTaskWhoseClaimWasDeletedRecordsTheNewClaimFirst(t *testing.T) {
 	}
 	if want := []string{"create sandboxclaims/", "patch calibantasks/status"}; !slices.Equal(order, want) {
 		t.Errorf("wrote %v, want %v: the claim made again, then the status with its UID", order, want)
+	}
+}
+
+// A warm task's NetworkPolicy that someone deletes is made again at the
+// task's next sync, also in the leadership term that applied it: the skip
+// that waits for the watch to bring a policy just applied ends with its
+// deletion.
+func TestAWarmTasksDeletedPolicyIsMadeAgain(t *testing.T) {
+	f, tc, tk, _ := warmFixture(t)
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored := f.storedTask(tk)
+	np, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	view := tc.children.View(freshness.NetworkPolicy, "team", "fix-bug-netpol")
+	if view == nil {
+		t.Fatal("the policy is not in the cache")
+	}
+
+	// Deleted: gone from the cluster and from the cache, and the informer
+	// tells the controller.
+	if err := f.kube.NetworkingV1().NetworkPolicies("team").Delete(f.ctx, "fix-bug-netpol", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kubeInformers.Networking().V1().NetworkPolicies().Informer().GetIndexer().Delete(view); err != nil {
+		t.Fatal(err)
+	}
+	tc.policyDeleted(view)
+	f.resetActions()
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.writes(); !slices.Contains(got, "create networkpolicies fix-bug-netpol") {
+		t.Errorf("the sync after the deletion wrote %v, want the policy made again", got)
+	}
+	if _, err := f.kube.NetworkingV1().NetworkPolicies("team").Get(f.ctx, "fix-bug-netpol", metaGet); err != nil {
+		t.Errorf("no policy after the sync: %v", err)
 	}
 }

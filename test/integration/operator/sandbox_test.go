@@ -67,29 +67,28 @@ func TestATaskFollowsItsSandboxsReadiness(t *testing.T) {
 	t.Run("a task whose Sandbox never reports readiness provisions until it does", func(t *testing.T) {
 		t.Parallel()
 		// The stand-in reads the annotation when the Sandbox appears, before
-		// a test could annotate what the operator creates: the test creates
-		// the Sandbox first, as the operator would render it but owned by
-		// no one, and the operator's apply takes it over.
+		// a test could annotate what the operator creates: the task waits
+		// for a Workspace that does not exist yet, the test creates its
+		// Sandbox as the operator would render it, controlled by the task,
+		// and the operator applies over it once the Workspace comes. (One
+		// the task does not control would be left alone: ADR 0029.)
 		const name = "patient"
 		sbx := builders.SandboxName(name)
-		placeholder := &calibanv1alpha1.CalibanTask{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}}
+		created := createTask(t, ns, name, "patient-ws")
+		waitForTask(t, ns, name, settleTimeout, hasPhase(calibanv1alpha1.TaskFailed))
 		spec := workspaceSpec()
-		pin := builders.PinWorkspace(placeholder, &spec, spec.Providers[0])
-		u, err := framework.Unstructured(builders.BuildSandbox(placeholder, pin, config.DefaultAgentSettings()))
+		pin := builders.PinWorkspace(created, &spec, spec.Providers[0])
+		u, err := framework.Unstructured(builders.BuildSandbox(created, pin, config.DefaultAgentSettings()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		u.SetOwnerReferences(nil)
 		u.SetAnnotations(map[string]string{annotationSandbox: "never-ready"})
 		if _, err := cluster.Dynamic.Resource(sandboxes).Namespace(ns).Create(ctx, u,
 			metav1.CreateOptions{FieldManager: framework.FieldManager}); err != nil {
 			t.Fatal(err)
 		}
-
-		created := createTask(t, ns, name, "demo")
+		createReadyWorkspace(t, ns, "patient-ws")
 		waitForTask(t, ns, name, settleTimeout, provisioning(""))
-		// The status says Provisioning from the pin on; the apply that
-		// takes the Sandbox over follows it.
 		var sandbox *unstructured.Unstructured
 		framework.Eventually(t, settleTimeout, func() error {
 			sandbox = getSandbox(t, ns, sbx)
