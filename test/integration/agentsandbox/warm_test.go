@@ -428,3 +428,48 @@ func TestTheWarmLifecycle(t *testing.T) {
 		t.Errorf("the apiserver refused writes of the operator: %v", refused)
 	}
 }
+
+// A SandboxWarmPool of the name a Workspace's pool gets, made by someone
+// else, is left exactly as it is: the Workspace keeps no pool, says
+// ChildNameTaken in WarmPoolReady naming the holder, and its tasks start
+// cold. The operator used to apply over it, taking it.
+func TestAWarmPoolNameSomeoneElseHoldsIsLeftAlone(t *testing.T) {
+	bed(t)
+	ns := cluster.Namespace(t, nil)
+	startOperator(t, "warm-taken", ns)
+	namespaceWithWorkspace(t, ns)
+	zero := int32(0)
+	held, err := cluster.Caliban.ExtensionsV1beta1().SandboxWarmPools(ns).Create(ctx, &extv1beta1.SandboxWarmPool{
+		ObjectMeta: metav1.ObjectMeta{Name: builders.WarmPoolName("ws")},
+		Spec: extv1beta1.SandboxWarmPoolSpec{Replicas: &zero, TemplateRef: extv1beta1.SandboxTemplateRef{Name: "admins-template"}},
+	}, metav1.CreateOptions{FieldManager: framework.FieldManager})
+	if err != nil {
+		t.Fatal(err)
+	}
+	setWarmPool(t, ns, "ws", 1)
+	framework.Eventually(t, time.Minute, func() error {
+		ws, err := cluster.Caliban.CalibanV1alpha1().Workspaces(ns).Get(ctx, "ws", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cond := meta.FindStatusCondition(ws.Status.Conditions, builders.ConditionWarmPoolReady)
+		if cond == nil || cond.Reason != builders.ReasonChildNameTaken || !strings.Contains(cond.Message, "SandboxWarmPool '"+held.Name+"'") {
+			return fmt.Errorf("WarmPoolReady %+v, want %s naming the pool", cond, builders.ReasonChildNameTaken)
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second)
+	got, err := cluster.Caliban.ExtensionsV1beta1().SandboxWarmPools(ns).Get(ctx, held.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// agent-sandbox may write its status; nobody else may write the rest.
+	if len(got.OwnerReferences) != 0 || got.Spec.TemplateRef.Name != "admins-template" || got.Spec.Replicas == nil || *got.Spec.Replicas != 0 || len(got.Labels) != 0 {
+		t.Errorf("the held pool was written: owners %+v, spec %+v", got.OwnerReferences, got.Spec)
+	}
+	createTask(t, ns, "cold-one")
+	task := framework.WaitForPhase(t, cluster.Caliban, ns, "cold-one", calibanv1alpha1.TaskRunning, builders.ReasonRunning, startTimeout)
+	if l := task.Status.Launch; l == nil || l.Type != calibanv1alpha1.LaunchCold {
+		t.Errorf("launch %+v, want Cold", l)
+	}
+}
