@@ -572,3 +572,29 @@ func TestAWarmTasksDeletedPolicyIsMadeAgain(t *testing.T) {
 		t.Errorf("no policy after the sync: %v", err)
 	}
 }
+
+// A SandboxClaim of the task's claim name that the task does not control
+// is never written: the warm task fails with ChildNameTaken, naming it.
+func TestAClaimNameHeldBySomethingElseFailsTheWarmTask(t *testing.T) {
+	f, tc, tk, _ := warmFixture(t)
+	held := &extv1beta1.SandboxClaim{ObjectMeta: metav1.ObjectMeta{Name: builders.ClaimName(tk.Name), Namespace: "team", UID: "someone-elses",
+		Labels: map[string]string{builders.LabelManagedBy: builders.FieldManager}}}
+	if err := f.caliban.Tracker().Add(held); err != nil {
+		t.Fatal(err)
+	}
+	f.cache(f.calibanInformers.Extensions().V1beta1().SandboxClaims().Informer(), held)
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored := f.storedTask(tk)
+	ready := meta.FindStatusCondition(stored.Status.Conditions, builders.ConditionReady)
+	if stored.Status.Phase != calibanv1alpha1.TaskFailed || ready == nil || ready.Reason != builders.ReasonChildNameTaken ||
+		!strings.Contains(ready.Message, "SandboxClaim '"+held.Name+"'") {
+		t.Fatalf("phase %s, Ready %+v; want Failed, %s naming the claim", stored.Status.Phase, ready, builders.ReasonChildNameTaken)
+	}
+	for _, w := range f.writes() {
+		if strings.Contains(w, "sandboxclaims") {
+			t.Errorf("wrote %q to the held claim", w)
+		}
+	}
+}
