@@ -109,31 +109,11 @@ func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alp
 	}
 	ns := ws.Namespace
 	sa := builders.BuildWarmServiceAccount(ws)
-	saClient := c.kube.CoreV1().ServiceAccounts(ns)
-	if err := applyPoolChild(ctx, w.serviceAccounts, ws, *sa.Name, sa, poolWrites{
-		create: func(body runtime.ApplyConfiguration) target {
-			return typedTarget(writeServiceAccount, "ServiceAccount", *sa.Name, saClient, body, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, nil)
-		},
-		apply: func(body runtime.ApplyConfiguration) error {
-			_, err := apply(ctx, writeServiceAccount, saClient, *sa.Name, body)
-			return err
-		},
-		rc: c.kube.CoreV1().RESTClient(), resource: "serviceaccounts",
-	}); err != nil {
+	if err := applyPoolChild(ctx, w.serviceAccounts, ws, *sa.Name, sa, c.serviceAccountWrites(ctx, ns, *sa.Name)); err != nil {
 		return nil, err
 	}
-	npClient := c.kube.NetworkingV1().NetworkPolicies(ns)
 	for _, np := range []*networkingv1ac.NetworkPolicyApplyConfiguration{builders.BuildWarmIsolationPolicy(ws), builders.BuildWarmUnclaimedPolicy(ws, r)} {
-		if err := applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, poolWrites{
-			create: func(body runtime.ApplyConfiguration) target {
-				return typedTarget(writeNetworkPolicy, "NetworkPolicy", *np.Name, npClient, body, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, nil)
-			},
-			apply: func(body runtime.ApplyConfiguration) error {
-				_, err := apply(ctx, writeNetworkPolicy, npClient, *np.Name, body)
-				return err
-			},
-			rc: c.kube.NetworkingV1().RESTClient(), resource: "networkpolicies",
-		}); err != nil {
+		if err := applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, c.networkPolicyWrites(ctx, ns, *np.Name)); err != nil {
 			return nil, err
 		}
 	}
@@ -289,17 +269,37 @@ func (c *WorkspaceController) keepIsolation(ctx context.Context, ws *calibanv1al
 		return nil
 	}
 	np := builders.BuildWarmIsolationPolicy(ws)
-	npClient := c.kube.NetworkingV1().NetworkPolicies(ws.Namespace)
-	return applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, poolWrites{
+	return applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, c.networkPolicyWrites(ctx, ws.Namespace, *np.Name))
+}
+
+// serviceAccountWrites are the writes of a pool's ServiceAccount name.
+func (c *WorkspaceController) serviceAccountWrites(ctx context.Context, ns, name string) poolWrites {
+	client := c.kube.CoreV1().ServiceAccounts(ns)
+	return poolWrites{
 		create: func(body runtime.ApplyConfiguration) target {
-			return typedTarget(writeNetworkPolicy, "NetworkPolicy", *np.Name, npClient, body, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, nil)
+			return typedTarget(writeServiceAccount, "ServiceAccount", name, client, body, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, nil)
 		},
 		apply: func(body runtime.ApplyConfiguration) error {
-			_, err := apply(ctx, writeNetworkPolicy, npClient, *np.Name, body)
+			_, err := apply(ctx, writeServiceAccount, client, name, body)
+			return err
+		},
+		rc: c.kube.CoreV1().RESTClient(), resource: "serviceaccounts",
+	}
+}
+
+// networkPolicyWrites are the writes of a pool's NetworkPolicy name.
+func (c *WorkspaceController) networkPolicyWrites(ctx context.Context, ns, name string) poolWrites {
+	client := c.kube.NetworkingV1().NetworkPolicies(ns)
+	return poolWrites{
+		create: func(body runtime.ApplyConfiguration) target {
+			return typedTarget(writeNetworkPolicy, "NetworkPolicy", name, client, body, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, nil)
+		},
+		apply: func(body runtime.ApplyConfiguration) error {
+			_, err := apply(ctx, writeNetworkPolicy, client, name, body)
 			return err
 		},
 		rc: c.kube.NetworkingV1().RESTClient(), resource: "networkpolicies",
-	})
+	}
 }
 
 // removeWarmPool deletes ws's pool, its templates but keep, and the
