@@ -441,7 +441,7 @@ func TestAWarmPoolNameSomeoneElseHoldsIsLeftAlone(t *testing.T) {
 	zero := int32(0)
 	held, err := cluster.Caliban.ExtensionsV1beta1().SandboxWarmPools(ns).Create(ctx, &extv1beta1.SandboxWarmPool{
 		ObjectMeta: metav1.ObjectMeta{Name: builders.WarmPoolName("ws")},
-		Spec: extv1beta1.SandboxWarmPoolSpec{Replicas: &zero, TemplateRef: extv1beta1.SandboxTemplateRef{Name: "admins-template"}},
+		Spec:       extv1beta1.SandboxWarmPoolSpec{Replicas: &zero, TemplateRef: extv1beta1.SandboxTemplateRef{Name: "admins-template"}},
 	}, metav1.CreateOptions{FieldManager: framework.FieldManager})
 	if err != nil {
 		t.Fatal(err)
