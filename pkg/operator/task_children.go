@@ -68,8 +68,10 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 				return nil
 			}
 			name := *d.NetworkPolicy.Name
-			err := error(nil)
-			created := false
+			var (
+				created bool
+				err     error
+			)
 			if first {
 				created, err = createOrFind(ctx, c.networkPolicyTarget(ns, d.NetworkPolicy), task)
 			}
@@ -83,6 +85,11 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 			return err
 		}},
 	} {
+		if warm && child.kind == freshness.ServiceAccount {
+			// Its pod runs as the pool's: the name is not the task's to
+			// take, nor to find taken.
+			continue
+		}
 		view := c.children.View(child.kind, ns, child.name)
 		if view != nil && !metav1.IsControlledBy(view, task) {
 			// Another task's child, or an object someone labelled as the

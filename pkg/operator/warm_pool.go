@@ -197,6 +197,8 @@ func poolHolds(pool *extv1beta1.SandboxWarmPool, replicas int32, template string
 // after, over an object whose fields the create gave the operator moved
 // to its applies (ownAsApplied through rc, resource) first.
 type poolWrites struct {
+	// kind names the object in messages.
+	kind   string
 	create func(body runtime.ApplyConfiguration) target
 	apply  func(body runtime.ApplyConfiguration) error
 	rc     rest.Interface
@@ -222,7 +224,7 @@ func applyPoolChild[T interface {
 	}
 	switch {
 	case view != nil && !metav1.IsControlledBy(view, ws):
-		return nameTaken(w.create(child).kind, name, view)
+		return nameTaken(w.kind, name, view)
 	case view != nil && view.Applied == hash:
 		return nil
 	}
@@ -274,31 +276,32 @@ func (c *WorkspaceController) keepIsolation(ctx context.Context, ws *calibanv1al
 
 // serviceAccountWrites are the writes of a pool's ServiceAccount name.
 func (c *WorkspaceController) serviceAccountWrites(ctx context.Context, ns, name string) poolWrites {
-	client := c.kube.CoreV1().ServiceAccounts(ns)
-	return poolWrites{
-		create: func(body runtime.ApplyConfiguration) target {
-			return typedTarget(writeServiceAccount, "ServiceAccount", name, client, body, func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, nil)
-		},
-		apply: func(body runtime.ApplyConfiguration) error {
-			_, err := apply(ctx, writeServiceAccount, client, name, body)
-			return err
-		},
-		rc: c.kube.CoreV1().RESTClient(), resource: "serviceaccounts",
-	}
+	return typedPoolWrites(ctx, writeServiceAccount, "ServiceAccount", name, c.kube.CoreV1().ServiceAccounts(ns),
+		func() *corev1.ServiceAccount { return &corev1.ServiceAccount{} }, c.kube.CoreV1().RESTClient(), "serviceaccounts")
 }
 
 // networkPolicyWrites are the writes of a pool's NetworkPolicy name.
 func (c *WorkspaceController) networkPolicyWrites(ctx context.Context, ns, name string) poolWrites {
-	client := c.kube.NetworkingV1().NetworkPolicies(ns)
+	return typedPoolWrites(ctx, writeNetworkPolicy, "NetworkPolicy", name, c.kube.NetworkingV1().NetworkPolicies(ns),
+		func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, c.kube.NetworkingV1().RESTClient(), "networkpolicies")
+}
+
+// typedPoolWrites are the writes of a pool's object name of kind through
+// its typed client, and through rc for ownAsApplied.
+func typedPoolWrites[T metav1.Object, C interface {
+	typedClient[T]
+	patcher[T]
+}](ctx context.Context, write, kind, name string, client C, newObject func() T, rc rest.Interface, resource string) poolWrites {
 	return poolWrites{
+		kind: kind,
 		create: func(body runtime.ApplyConfiguration) target {
-			return typedTarget(writeNetworkPolicy, "NetworkPolicy", name, client, body, func() *networkingv1.NetworkPolicy { return &networkingv1.NetworkPolicy{} }, nil)
+			return typedTarget[T](write, kind, name, client, body, newObject, nil)
 		},
 		apply: func(body runtime.ApplyConfiguration) error {
-			_, err := apply(ctx, writeNetworkPolicy, client, name, body)
+			_, err := apply(ctx, write, client, name, body)
 			return err
 		},
-		rc: c.kube.NetworkingV1().RESTClient(), resource: "networkpolicies",
+		rc: rc, resource: resource,
 	}
 }
 

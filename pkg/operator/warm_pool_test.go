@@ -598,3 +598,25 @@ func TestAClaimNameHeldBySomethingElseFailsTheWarmTask(t *testing.T) {
 		}
 	}
 }
+
+// A warm task has no ServiceAccount of its own (its pod runs as the
+// pool's), so another object of the name "<task>-sa" takes nothing from
+// it: the task is not failed for it.
+func TestAWarmTaskIsNotFailedForAServiceAccountNameItNeverUses(t *testing.T) {
+	f, tc, tk, _ := warmFixture(t)
+	yes := true
+	other := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: builders.ServiceAccountName(tk.Name), Namespace: "team", UID: "other-sa",
+		Labels:          map[string]string{builders.LabelManagedBy: builders.FieldManager},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "caliban.caliban-ai.dev/v1alpha1", Kind: "CalibanTask", Name: "other", UID: "other-uid", Controller: &yes}}}}
+	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), other)
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored := f.storedTask(tk)
+	if ready := meta.FindStatusCondition(stored.Status.Conditions, builders.ConditionReady); stored.Status.Phase == calibanv1alpha1.TaskFailed {
+		t.Fatalf("phase Failed (%+v), want the warm task to go on", ready)
+	}
+	if l := stored.Status.Launch; l == nil || l.Type != calibanv1alpha1.LaunchWarm {
+		t.Errorf("launch %+v, want Warm", l)
+	}
+}
