@@ -62,12 +62,14 @@ type target struct {
 	get func(ctx context.Context) (metav1.Object, error)
 }
 
-// createOrFind makes the first write of t for owner: its create. It
-// reports created when the create made it. When the name is held, it
-// reads the holder: an object owner controls (the cache had not brought it
-// yet) is owner's to apply over, reported as not created and no error;
-// anything else is errNameTaken, and nothing is written to it.
-func createOrFind(ctx context.Context, t target, owner metav1.Object) (created bool, err error) {
+// createOrFind makes the first write of t for its owner, the object whose
+// UID is owner: its create. It reports created when the create made it.
+// When the name is held, it reads the holder: an object the owner controls
+// (the cache had not brought it yet) is the owner's to apply over,
+// reported as not created and no error; anything else is errNameTaken, and
+// nothing is written to it. The UID alone names the owner: no other object
+// has it.
+func createOrFind(ctx context.Context, t target, owner types.UID) (created bool, err error) {
 	klog.FromContext(ctx).V(4).Info("Creating", "kind", t.kind, "name", t.name)
 	err = t.create(ctx)
 	if err == nil {
@@ -81,7 +83,7 @@ func createOrFind(ctx context.Context, t target, owner metav1.Object) (created b
 		// Gone again since the create: the next sync creates it.
 		return false, fmt.Errorf("reading %s %s, whose name is held: %w", t.kind, t.name, err)
 	}
-	if !metav1.IsControlledBy(live, owner) {
+	if ref := metav1.GetControllerOfNoCopy(live); ref == nil || ref.UID != owner {
 		return false, nameTaken(t.kind, t.name, live)
 	}
 	return false, nil

@@ -54,7 +54,7 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 			}
 			name := *d.ServiceAccount.Name
 			if first {
-				created, err := createOrFind(ctx, c.serviceAccountTarget(ns, d.ServiceAccount), task)
+				created, err := createOrFind(ctx, c.serviceAccountTarget(ns, d.ServiceAccount), task.UID)
 				if created || err != nil {
 					return err
 				}
@@ -73,7 +73,7 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 				err     error
 			)
 			if first {
-				created, err = createOrFind(ctx, c.networkPolicyTarget(ns, d.NetworkPolicy), task)
+				created, err = createOrFind(ctx, c.networkPolicyTarget(ns, d.NetworkPolicy), task.UID)
 			}
 			if !created && err == nil {
 				logger.V(4).Info("Applying NetworkPolicy", "name", name)
@@ -178,7 +178,7 @@ func (c *TaskController) applySandbox(ctx context.Context, task *calibanv1alpha1
 		desired = d.Sandbox
 		desired.Spec.WithOperatingMode(mode)
 		if current == nil {
-			created, err := createOrFind(ctx, c.sandboxTarget(task.Namespace, name, desired), task)
+			created, err := createOrFind(ctx, c.sandboxTarget(task.Namespace, name, desired), task.UID)
 			if err != nil {
 				return nil, err
 			}

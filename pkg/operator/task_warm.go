@@ -231,7 +231,7 @@ func (c *TaskController) applyClaim(ctx context.Context, task *calibanv1alpha1.C
 	body := builders.BuildClaim(task)
 	var claim *extv1beta1.SandboxClaim
 	created, err := createOrFind(ctx, typedTarget[*extv1beta1.SandboxClaim](writeClaim, "SandboxClaim", name, c.warm.Client.SandboxClaims(task.Namespace), body,
-		func() *extv1beta1.SandboxClaim { return &extv1beta1.SandboxClaim{} }, &claim), task)
+		func() *extv1beta1.SandboxClaim { return &extv1beta1.SandboxClaim{} }, &claim), task.UID)
 	if !created && err == nil {
 		klog.FromContext(ctx).V(4).Info("Applying SandboxClaim", "name", name)
 		claim, err = apply(ctx, writeClaim, c.warm.Client.SandboxClaims(task.Namespace), name, body)

@@ -131,7 +131,7 @@ func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alp
 		// rendering's hash.
 		body := builders.BuildWarmTemplate(ws, r)
 		created, err := createOrFind(ctx, typedTarget(writeTemplate, "SandboxTemplate", template, w.client.SandboxTemplates(ns), body,
-			func() *extv1beta1.SandboxTemplate { return &extv1beta1.SandboxTemplate{} }, nil), ws)
+			func() *extv1beta1.SandboxTemplate { return &extv1beta1.SandboxTemplate{} }, nil), ws.UID)
 		if !created && err == nil {
 			klog.FromContext(ctx).V(4).Info("Applying SandboxTemplate", "name", template)
 			_, err = apply(ctx, writeTemplate, w.client.SandboxTemplates(ns), template, body)
@@ -155,7 +155,7 @@ func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alp
 		var err error
 		if pool == nil {
 			created, err = createOrFind(ctx, typedTarget(writeWarmPool, "SandboxWarmPool", name, w.client.SandboxWarmPools(ns), body,
-				func() *extv1beta1.SandboxWarmPool { return &extv1beta1.SandboxWarmPool{} }, &written), ws)
+				func() *extv1beta1.SandboxWarmPool { return &extv1beta1.SandboxWarmPool{} }, &written), ws.UID)
 		}
 		if !created && err == nil {
 			written, err = apply(ctx, writeWarmPool, w.client.SandboxWarmPools(ns), name, body)
@@ -231,7 +231,7 @@ func applyPoolChild[T interface {
 	body := child.WithAnnotations(map[string]string{builders.AnnotationAppliedHash: hash})
 	t := w.create(body)
 	if view == nil {
-		created, err := createOrFind(ctx, t, ws)
+		created, err := createOrFind(ctx, t, ws.UID)
 		if created || takenBy(err) != nil {
 			return err
 		}
