@@ -195,9 +195,10 @@ func TestATasksSyncSpansShareOneTraceAcrossRestartsAndShowTheirAPIServerRequests
 		}
 		for _, want := range []string{
 			"PATCH /apis/caliban.caliban-ai.dev/v1alpha1/namespaces/{namespace}/calibantasks/{name}/status",
-			"PATCH /api/v1/namespaces/{namespace}/serviceaccounts/{name}",
-			"PATCH /apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies/{name}",
-			"PATCH /apis/agents.x-k8s.io/v1beta1/namespaces/{namespace}/sandboxes/{name}",
+			// A child's first write is a create (ADR 0029).
+			"POST /api/v1/namespaces/{namespace}/serviceaccounts",
+			"POST /apis/networking.k8s.io/v1/namespaces/{namespace}/networkpolicies",
+			"POST /apis/agents.x-k8s.io/v1beta1/namespaces/{namespace}/sandboxes",
 		} {
 			if !requests[want] {
 				t.Errorf("no request span %q under the task's syncs; got %v", want, slices.Sorted(maps.Keys(requests)))
