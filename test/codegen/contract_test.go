@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -227,6 +228,39 @@ func TestTheSchemaRefusesTheReservedNames(t *testing.T) {
 	for _, v := range entry.XValidations[3:] {
 		if want := "self.name + ' decides what code the agent pod loads or runs, and cannot be set in a Workspace'"; v.MessageExpression != want || v.FieldPath != ".name" {
 			t.Errorf("rule %q: message %q at %q, want %q at .name", v.Rule, v.MessageExpression, v.FieldPath, want)
+		}
+	}
+}
+
+// TestTheSecretRefsPolicyGatesTheRepointingNames keeps the admission
+// component's list of the env variables that re-point provider keys, a
+// literal copy in manifests/admission (and the chart, which
+// test/charts holds to it), and the operator's the same.
+func TestTheSecretRefsPolicyGatesTheRepointingNames(t *testing.T) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "manifests", "admission", "secret-refs-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	doc, _, _ := strings.Cut(string(data), "\n---\n")
+	if err := yaml.UnmarshalStrict([]byte(doc), policy); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range policy.Spec.Variables {
+		got[v.Name] = v.Expression
+	}
+	list := func(names []string) string { return "['" + strings.Join(names, "', '") + "']" }
+	for name, want := range map[string]string{
+		"repointingNames":    list(builders.RepointingEnvNames),
+		"repointingSuffixes": list(builders.RepointingEnvSuffixes),
+	} {
+		if diff := cmp.Diff(want, got[name]); diff != "" {
+			t.Errorf("variable %s of %s (-want +got):\n%s", name, policy.Name, diff)
 		}
 	}
 }
