@@ -80,6 +80,12 @@ func Admit(task *calibanv1alpha1.CalibanTask, ws *calibanv1alpha1.Workspace) Adm
 	if ws.Status.ObservedGeneration != ws.Generation {
 		return Admission{Verdict: WaitForWorkspace}
 	}
+	// Nor does one an operator wrote before a rule on env existed, until
+	// the workspace controller has looked again: the env is pinned as it
+	// is, and only these checks keep what it must not carry out of a pin.
+	if msg := envProblem(ws.Spec.Env, ws.Spec.Providers); msg != "" {
+		return reject(ReasonWorkspaceUnresolved, fmt.Sprintf("workspace '%s' not ready: %s", name, msg))
+	}
 
 	posture := RequestedPosture(task)
 	if msg := postureProblem(posture, ws.Spec.AgentPolicy, fmt.Sprintf("workspace '%s'", name)); msg != "" {
@@ -163,11 +169,15 @@ func PinnedPostureProblem(task *calibanv1alpha1.CalibanTask) *Failure {
 }
 
 // PinnedEnvProblem fails a pin whose env carries an agentPolicy variable
-// (AgentPolicyVariables): a pin taken before the Workspace schema and
-// validation refused them. Such an entry would set the agent's posture
-// without the typed field, and so without the posture gate; dropping it
-// silently would run the task under another policy than its Workspace
-// asked for, so the task fails, naming the entry and the field to set.
+// (AgentPolicyVariables) or a variable that loads code (LoaderEnv): a pin
+// taken before the Workspace schema and validation refused them. The
+// first would set the agent's posture without the typed field, and so
+// without the posture gate; the second would run code in the agent pod
+// that nobody approved. Dropping either silently would run the task under
+// another configuration than its Workspace asked for, so the task fails,
+// naming the entry. A task that already has children keeps them as they
+// are (the operator never restarts a running agent); nothing new is
+// rendered from the pin.
 func PinnedEnvProblem(task *calibanv1alpha1.CalibanTask) *Failure {
 	pin := task.Status.ResolvedWorkspace
 	if pin == nil {
@@ -178,6 +188,11 @@ func PinnedEnvProblem(task *calibanv1alpha1.CalibanTask) *Failure {
 			return &Failure{Reason: ReasonPostureNotPermitted, Message: fmt.Sprintf(
 				"status.resolvedWorkspace.env[%d]: %s; the task was pinned before that was refused: set %s in the Workspace instead and create the task again",
 				i, agentPolicyEnvProblem(e.Name, field), field)}
+		}
+		if LoaderEnv(e.Name) {
+			return &Failure{Reason: ReasonPostureNotPermitted, Message: fmt.Sprintf(
+				"status.resolvedWorkspace.env[%d].name: %s; the task was pinned before that was refused: remove it from the Workspace and create the task again",
+				i, loaderEnvProblem(e.Name))}
 		}
 	}
 	return nil

@@ -73,6 +73,21 @@ func TestAdmit(t *testing.T) {
 			verdict: Rejected,
 			failure: Failure{ReasonWorkspaceUnresolved, "workspace 'ws' not ready: duplicate provider name 'p'"},
 		},
+		"a Ready status written before a rule on env is not taken for the rule's": {
+			task: fxTask(),
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "MODE", Value: "fast"}, {Name: "LD_PRELOAD", Value: "/work/app/hook.so"}}
+			}),
+			verdict: Rejected,
+			failure: Failure{ReasonWorkspaceUnresolved, "workspace 'ws' not ready: env[1].name: 'LD_PRELOAD' decides what code the agent pod loads or runs, and cannot be set in a Workspace"},
+		},
+		"a Ready workspace whose env re-points requests is admitted: the admission component gates that": {
+			task: fxTask(),
+			ws: fxWorkspace(func(ws *calibanv1alpha1.Workspace) {
+				ws.Spec.Env = []calibanv1alpha1.EnvVar{{Name: "HTTPS_PROXY", Value: "http://proxy.corp:3128"}, {Name: "NODE_EXTRA_CA_CERTS", Value: "/work/app/ca.pem"}}
+			}),
+			verdict: Admitted, provider: "planner", model: "m1", posture: calibanv1alpha1.PostureSupervised,
+		},
 		"a Failed workspace without a message still explains": {
 			task:    fxTask(),
 			ws:      fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Status.Phase = calibanv1alpha1.WorkspaceFailed }),
@@ -283,6 +298,26 @@ func TestPinnedEnvProblem(t *testing.T) {
 			want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[0]: 'CALIBAN_PARALLEL_TOOL_LIMIT' is projected from agentPolicy.parallelToolLimit and cannot be set in a Workspace; " +
 				"the task was pinned before that was refused: set agentPolicy.parallelToolLimit in the Workspace instead and create the task again"},
 		},
+	}
+	tests["a pin whose env preloads a library fails, naming the entry"] = row{
+		task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: "MODE", Value: "fast"}, calibanv1alpha1.EnvVar{Name: "LD_PRELOAD", Value: "/work/app/hook.so"})),
+		want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[1].name: 'LD_PRELOAD' decides what code the agent pod loads or runs, and cannot be set in a Workspace; " +
+			"the task was pinned before that was refused: remove it from the Workspace and create the task again"},
+	}
+	tests["a loader before an agentPolicy variable is the one named"] = row{
+		task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: "GIT_CONFIG_COUNT", Value: "1"}, autoAllow)),
+		want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[0].name: 'GIT_CONFIG_COUNT' decides what code the agent pod loads or runs, and cannot be set in a Workspace; " +
+			"the task was pinned before that was refused: remove it from the Workspace and create the task again"},
+	}
+	tests["a pin whose env re-points requests is not failed: the gate is on who wrote the Workspace"] = row{
+		task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: "HTTPS_PROXY", Value: "http://proxy.corp:3128"}, calibanv1alpha1.EnvVar{Name: "SSL_CERT_FILE", Value: "/work/app/ca.pem"})),
+	}
+	for _, name := range wantLoaderEnv {
+		tests["a pin carrying "+name+" fails naming it"] = row{
+			task: fxTask(pinnedEnv(nil, calibanv1alpha1.EnvVar{Name: name, Value: "x"})),
+			want: &Failure{ReasonPostureNotPermitted, "status.resolvedWorkspace.env[0].name: '" + name + "' decides what code the agent pod loads or runs, and cannot be set in a Workspace; " +
+				"the task was pinned before that was refused: remove it from the Workspace and create the task again"},
+		}
 	}
 	for _, v := range wantAgentPolicyVariables {
 		tests["a pin carrying "+v.Name+" fails naming "+v.Field] = row{

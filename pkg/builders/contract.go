@@ -233,3 +233,124 @@ func OperatorOwnedEnv(name string, providerKinds []string) bool {
 	}
 	return false
 }
+
+// What a Workspace's env may not do, or may do only as someone who could
+// read its provider keys (docs/adr/0030-workspace-env-is-checked-as-what-it-is.md).
+// caliband, the agents it spawns and every program they run inherit the
+// pod's environment, so a variable is what the programs reading it make
+// of it, not a setting of caliban's.
+
+// LoaderEnvNames are variables that make caliband, or a program an agent
+// or caliband starts (a shell, git, node, python, perl, ruby, a JVM, the
+// dynamic linker, OpenSSL), load or run code of the writer's choosing
+// before anyone approved anything: preloaded libraries and modules,
+// startup files, search paths for code, the programs a tool runs on its
+// own (an editor, a pager, an askpass, an ssh command), the directories
+// caliban reads its user settings, hooks and plugins from, and which
+// program a command name is. No Workspace may set one: the schema refuses
+// them (pkg/apis, WorkspaceSpec.Env, a literal copy of this list and of
+// LoaderEnvPrefixes), Workspace validation refuses them, CalibandEnv never
+// renders one from a pin's env and PinnedEnvProblem fails a pin that
+// carries one. Names compare exactly, as the programs read them. The
+// schema's rule looks a name up in a map, not a list, and tests the
+// prefixes in a rule of its own: a map lookup costs the same whatever its
+// size, and the env list is unbounded, so a list this long, or one rule
+// for both, would exceed the apiserver's estimated cost budget.
+var LoaderEnvNames = []string{
+	// The C library and OpenSSL.
+	"GCONV_PATH", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+	// caliban itself: where it reads user settings (hooks, an API-key
+	// helper), plugins, and a program it runs for telemetry headers.
+	"HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "CALIBAN_OTEL_HEADERS_HELPER",
+	// Which program a name runs, and the shells' startup.
+	"PATH", "SHELL", "BASH_ENV", "ENV", "ZDOTDIR", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND",
+	// Programs that tools start by themselves.
+	"EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE", "SSH_ASKPASS",
+	// node.
+	"NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE",
+	// python (PYTHONWARNINGS imports the module a filter's category names).
+	"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "PYTHONPYCACHEPREFIX",
+	// perl and ruby.
+	"PERL5LIB", "PERLLIB", "PERL5OPT", "PERL5DB", "RUBYLIB", "RUBYOPT",
+	// The JVM.
+	"JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "CLASSPATH",
+	// git: the programs it runs, and the repository and templates it
+	// takes hooks and configuration from (GIT_CONFIG* and GIT_SSH* are
+	// prefixes below).
+	"GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_ASKPASS", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER",
+	"GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_DIR", "GIT_COMMON_DIR",
+	"GIT_OBJECT_DIRECTORY", "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+}
+
+// LoaderEnvPrefixes start families of LoaderEnvNames: the dynamic
+// linker's LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT and the rest; bash's
+// exported functions (BASH_FUNC_<name>%%), which replace a command in
+// every script; git's configuration from the environment (GIT_CONFIG,
+// GIT_CONFIG_GLOBAL, GIT_CONFIG_COUNT, GIT_CONFIG_KEY_<n>,
+// GIT_CONFIG_PARAMETERS, ...), which can name a program git runs; its
+// ssh command (GIT_SSH, GIT_SSH_COMMAND); and npm's configuration
+// (npm_config_node_options, npm_config_script_shell, ...), which npm
+// reads in any case.
+var LoaderEnvPrefixes = []string{"LD_", "BASH_FUNC_", "GIT_CONFIG", "GIT_SSH", "npm_config_", "NPM_CONFIG_"}
+
+// LoaderEnv reports whether name is a LoaderEnvNames variable or starts
+// one of the LoaderEnvPrefixes. npm's prefix matches in any case, as npm
+// reads it; the schema refuses its two usual spellings, validation every
+// one.
+func LoaderEnv(name string) bool {
+	if slices.Contains(LoaderEnvNames, name) || strings.HasPrefix(strings.ToLower(name), "npm_config_") {
+		return true
+	}
+	for _, prefix := range LoaderEnvPrefixes {
+		if strings.HasPrefix(name, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// RepointingEnvNames, in lower case, are variables that decide where the
+// pod's requests go, or whom their TLS trusts, so that a Workspace setting
+// one sends its provider keys to a host of the writer's choosing as a
+// provider's baseUrl does: name resolution, the CA bundles and switches
+// of caliban's and its tools' TLS stacks (and a file of TLS session keys),
+// node's switch to honour the proxy variables, and provider endpoints that
+// caliban and the providers' SDKs read under a name RepointingEnvSuffixes
+// does not catch (caliban builds Azure's host from AZURE_OPENAI_RESOURCE).
+// A Workspace may set one only as someone who may get every Secret its
+// providers name: the admission component's caliban-secret-refs policy
+// (manifests/admission/secret-refs-policy.yaml, a literal copy of this
+// list and of the suffixes) checks that when an entry is added or changed.
+// Without the component, or in a Workspace written before it, they are
+// what RBAC on Workspaces lets anyone write, as a baseUrl is.
+var RepointingEnvNames = []string{
+	"hostaliases", "localdomain", "res_options",
+	"ssl_cert_file", "ssl_cert_dir", "sslkeylogfile",
+	"node_extra_ca_certs", "node_tls_reject_unauthorized", "node_use_system_ca", "node_use_env_proxy",
+	"requests_ca_bundle", "curl_ca_bundle", "httplib2_ca_certs", "pythonhttpsverify",
+	"git_ssl_cainfo", "git_ssl_capath", "git_ssl_no_verify",
+	"aws_ca_bundle", "grpc_default_ssl_roots_file_path", "deno_cert", "pip_cert", "cargo_http_cainfo",
+	"azure_openai_endpoint", "azure_openai_resource", "openai_api_host",
+}
+
+// RepointingEnvSuffixes, in lower case, end the rest of the family: every
+// proxy variable (http_proxy, HTTPS_PROXY, ALL_PROXY, NO_PROXY; Python
+// takes <scheme>_proxy for any scheme, in any case), and the base-URL
+// spellings of every provider kind (ProviderEnv's <PREFIX>_BASE_URL, which
+// caliban reads, and the SDKs' OPENAI_API_BASE, ANTHROPIC_API_URL, ...).
+var RepointingEnvSuffixes = []string{"_proxy", "_base_url", "_api_base", "_api_url"}
+
+// RepointingEnv reports whether name, in any case, is a RepointingEnvNames
+// variable or ends in one of the RepointingEnvSuffixes.
+func RepointingEnv(name string) bool {
+	lower := strings.ToLower(name)
+	if slices.Contains(RepointingEnvNames, lower) {
+		return true
+	}
+	for _, suffix := range RepointingEnvSuffixes {
+		if strings.HasSuffix(lower, suffix) {
+			return true
+		}
+	}
+	return false
+}

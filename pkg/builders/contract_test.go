@@ -273,3 +273,107 @@ func TestAgentPolicyField(t *testing.T) {
 		})
 	}
 }
+
+// wantLoaderEnv is docs/security.md#workspace-env-checked-as-what-it-is
+// written out: one name of each family a program loads or runs code from,
+// each prefix with a name it catches. A name left out of LoaderEnvNames
+// fails here, not only in the lists derived from it.
+var wantLoaderEnv = []string{
+	"LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GCONV_PATH", "OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES",
+	"HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "CALIBAN_OTEL_HEADERS_HELPER",
+	"PATH", "SHELL", "BASH_ENV", "ENV", "ZDOTDIR", "SHELLOPTS", "BASHOPTS", "PS4", "PROMPT_COMMAND", "BASH_FUNC_ls%%",
+	"EDITOR", "VISUAL", "PAGER", "MANPAGER", "LESSOPEN", "LESSCLOSE", "SSH_ASKPASS",
+	"NODE_OPTIONS", "NODE_PATH", "NODE_REPL_EXTERNAL_MODULE", "npm_config_node_options", "NPM_CONFIG_SCRIPT_SHELL", "Npm_Config_Onload_Script",
+	"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONBREAKPOINT", "PYTHONWARNINGS", "PYTHONPYCACHEPREFIX",
+	"PERL5LIB", "PERLLIB", "PERL5OPT", "PERL5DB", "RUBYLIB", "RUBYOPT",
+	"JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "CLASSPATH",
+	"GIT_CONFIG", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM", "GIT_CONFIG_COUNT", "GIT_CONFIG_KEY_0", "GIT_CONFIG_VALUE_0", "GIT_CONFIG_PARAMETERS",
+	"GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "GIT_TEMPLATE_DIR", "GIT_ASKPASS", "GIT_EDITOR", "GIT_SEQUENCE_EDITOR", "GIT_PAGER",
+	"GIT_EXTERNAL_DIFF", "GIT_PROXY_COMMAND", "GIT_ALLOW_PROTOCOL", "GIT_DIR", "GIT_COMMON_DIR", "GIT_OBJECT_DIRECTORY",
+	"GIT_ALTERNATE_OBJECT_DIRECTORIES",
+}
+
+// wantRepointingEnv is the same for the variables that re-point where
+// requests go or whom TLS trusts, in the spellings people write.
+var wantRepointingEnv = []string{
+	"HTTP_PROXY", "http_proxy", "HTTPS_PROXY", "https_proxy", "Https_Proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy",
+	"GRPC_PROXY", "OPENAI_PROXY", "NODE_USE_ENV_PROXY", "HOSTALIASES", "LOCALDOMAIN", "RES_OPTIONS",
+	"SSL_CERT_FILE", "SSL_CERT_DIR", "SSLKEYLOGFILE", "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED", "NODE_USE_SYSTEM_CA",
+	"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTPLIB2_CA_CERTS", "PYTHONHTTPSVERIFY", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH", "GIT_SSL_NO_VERIFY",
+	"AWS_CA_BUNDLE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "DENO_CERT", "PIP_CERT", "CARGO_HTTP_CAINFO",
+	"ANTHROPIC_BASE_URL", "ANTHROPIC_API_URL", "ANTHROPIC_API_BASE", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL",
+	"OPENAI_BASE_URL", "OPENAI_API_BASE", "OPENAI_API_HOST", "GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", "GEMINI_API_BASE",
+	"GOOGLE_VERTEX_BASE_URL", "AZURE_OPENAI_BASE_URL", "AZURE_OPENAI_ENDPOINT", "AZURE_OPENAI_RESOURCE", "AZURE_API_BASE",
+	"OLLAMA_BASE_URL", "MY_LLM_V2_BASE_URL",
+}
+
+func TestLoaderEnv(t *testing.T) {
+	for _, name := range wantLoaderEnv {
+		t.Run(name+" loads or runs code", func(t *testing.T) {
+			if !LoaderEnv(name) {
+				t.Errorf("LoaderEnv(%q) = false", name)
+			}
+		})
+	}
+	for name, variable := range map[string]string{
+		"a lower-case ld_preload is not the linker's":           "ld_preload",
+		"git's author is no program":                            "GIT_AUTHOR_NAME",
+		"git's committer e-mail is no program":                  "GIT_COMMITTER_EMAIL",
+		"python's unbuffered output loads nothing":              "PYTHONUNBUFFERED",
+		"python's hash seed loads nothing":                      "PYTHONHASHSEED",
+		"node's environment name loads nothing":                 "NODE_ENV",
+		"a name merely containing PATH is not PATH":             "CALIBAN_RATES_PATH",
+		"a re-pointing variable is gated, not refused":          "HTTPS_PROXY",
+		"a CA bundle is gated, not refused":                     "NODE_EXTRA_CA_CERTS",
+		"an ordinary caliban variable is no loader":             "CALIBAN_OUTPUT_STYLE",
+		"an XDG directory caliban keeps caches in is no loader": "XDG_CACHE_HOME",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if LoaderEnv(variable) {
+				t.Errorf("LoaderEnv(%q) = true", variable)
+			}
+		})
+	}
+}
+
+func TestRepointingEnv(t *testing.T) {
+	for _, name := range wantRepointingEnv {
+		t.Run(name+" re-points requests", func(t *testing.T) {
+			if !RepointingEnv(name) {
+				t.Errorf("RepointingEnv(%q) = false", name)
+			}
+		})
+	}
+	// The variable a provider kind's baseUrl is projected as is one of
+	// them whatever the kind: env cannot do what baseUrl may not.
+	for _, kind := range []string{"anthropic", "openai", "google", "gemini", "azure", "azure-openai", "Bedrock", "my-llm.v2"} {
+		t.Run("the base-URL variable of kind "+kind+" re-points requests", func(t *testing.T) {
+			if baseURL, _ := ProviderEnv(kind); !RepointingEnv(baseURL) {
+				t.Errorf("RepointingEnv(%q) = false", baseURL)
+			}
+		})
+	}
+	for name, variable := range map[string]string{
+		"a provider's key is the operator's, not a re-pointing": "ANTHROPIC_API_KEY",
+		"a log level re-points nothing":                         "LOG_LEVEL",
+		"a name merely starting with PROXY is none":             "PROXY_MODE",
+		"telemetry's endpoint carries no provider key":          "OTEL_EXPORTER_OTLP_ENDPOINT",
+		"the Azure API version re-points nothing":               "AZURE_OPENAI_API_VERSION",
+		"a loader is refused, not gated":                        "LD_PRELOAD",
+	} {
+		t.Run(name, func(t *testing.T) {
+			if RepointingEnv(variable) {
+				t.Errorf("RepointingEnv(%q) = true", variable)
+			}
+		})
+	}
+	t.Run("the names are listed in lower case, as they are compared", func(t *testing.T) {
+		for _, list := range [][]string{RepointingEnvNames, RepointingEnvSuffixes} {
+			for _, n := range list {
+				if n != strings.ToLower(n) {
+					t.Errorf("%q is not in lower case", n)
+				}
+			}
+		}
+	})
+}

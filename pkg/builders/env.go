@@ -58,12 +58,13 @@ func calibandEnvAfter(first envList, task *calibanv1alpha1.CalibanTask, pin *cal
 
 	kinds := []string{p.Kind}
 	for _, e := range pin.Env {
-		// Validation keeps operator-owned, dead and agentPolicy names out of
-		// a Ready workspace; a pin from before those checks must still not
-		// emit them. An agentPolicy name is dropped even when the policy
-		// leaves its field unset: only the typed field passed the posture
-		// gate (PinnedEnvProblem fails such a pin before it gets here).
-		if OperatorOwnedEnv(e.Name, kinds) || slices.Contains(DeadEnvNames, e.Name) || AgentPolicyField(e.Name) != "" || env.has(e.Name) {
+		// Validation keeps operator-owned, dead, agentPolicy and loader
+		// names out of a Ready workspace; a pin from before those checks
+		// must still not emit them. An agentPolicy name is dropped even
+		// when the policy leaves its field unset: only the typed field
+		// passed the posture gate (PinnedEnvProblem fails such a pin, and
+		// one with a loader, before it gets here).
+		if OperatorOwnedEnv(e.Name, kinds) || slices.Contains(DeadEnvNames, e.Name) || AgentPolicyField(e.Name) != "" || LoaderEnv(e.Name) || env.has(e.Name) {
 			continue
 		}
 		env.value(e.Name, e.Value)

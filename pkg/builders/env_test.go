@@ -438,6 +438,23 @@ func TestCalibandEnvNeverRendersAnAgentPolicyVariableFromEnv(t *testing.T) {
 	}
 }
 
+// A pin from before the Workspace rules may carry a variable that loads
+// code; PinnedEnvProblem fails such a task before anything is rendered,
+// and this is the last line: the entry is never rendered.
+func TestCalibandEnvNeverRendersALoaderVariableFromEnv(t *testing.T) {
+	for _, name := range wantLoaderEnv {
+		t.Run(name+" from env is not rendered", func(t *testing.T) {
+			p := pin(pinProvider(calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"}),
+				pinEnv(calibanv1alpha1.EnvVar{Name: "KEEP", Value: "me"}, calibanv1alpha1.EnvVar{Name: name, Value: "/work/app/x"}))
+			got := calibandEnv(t, task("t"), p, settings())
+			want := []corev1.EnvVar{plainEnv("CALIBAN_PROVIDER", "anthropic"), plainEnv("KEEP", "me"), tokenEnv()}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("env (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // policyEnv is what the policy alone projects, rendered with no env.
 func policyEnv(t *testing.T, policy *calibanv1alpha1.AgentPolicy) []corev1.EnvVar {
 	t.Helper()

@@ -55,7 +55,7 @@ func ValidateWorkspace(spec *calibanv1alpha1.WorkspaceSpec, root string, getSecr
 		func() string { return egressProblem(spec.Egress) },               // every CIDR and port is usable in a NetworkPolicy, and no CIDR is link-local
 		func() string { return duplicateProviderProblem(spec.Providers) }, // providers are addressable by name
 		func() string { return defaultProviderProblem(spec) },             // defaultProvider points somewhere
-		func() string { return envProblem(spec.Env, spec.Providers) },     // env neither repeats nor shadows the operator's own or the agent policy's variables
+		func() string { return envProblem(spec.Env, spec.Providers) },     // env neither repeats nor shadows the operator's own or the agent policy's variables, nor loads code
 		func() string { return agentPolicyProblem(spec.AgentPolicy) },     // caliban would refuse to start
 		func() string { return providerKindProblem(spec.Providers) },      // the kind's variables are ones caliban may see
 		func() string { return isolationProblem(spec.Isolation) },         // the pod's runtimeClassName is one the apiserver accepts
@@ -261,8 +261,17 @@ func envProblem(env []calibanv1alpha1.EnvVar, providers []calibanv1alpha1.Provid
 		if field := AgentPolicyField(e.Name); field != "" {
 			return fmt.Sprintf("env[%d]: %s; set that field instead", i, agentPolicyEnvProblem(e.Name, field))
 		}
+		if LoaderEnv(e.Name) {
+			return fmt.Sprintf("env[%d].name: %s", i, loaderEnvProblem(e.Name))
+		}
 	}
 	return ""
+}
+
+// loaderEnvProblem says why an env entry may not carry a LoaderEnv
+// variable, in the schema rule's words (pkg/apis, WorkspaceSpec.Env).
+func loaderEnvProblem(name string) string {
+	return fmt.Sprintf("'%s' decides what code the agent pod loads or runs, and cannot be set in a Workspace", name)
 }
 
 // agentPolicyEnvProblem says why an env entry may not carry an agentPolicy

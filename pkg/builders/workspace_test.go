@@ -609,6 +609,41 @@ func TestValidateWorkspaceRefusesEveryAgentPolicyVariableInEnv(t *testing.T) {
 	}
 }
 
+// A Workspace stored before the schema refused them may carry a variable
+// that makes the agent pod load or run code: each is refused, naming the
+// entry. Variables that re-point requests pass: only the admission
+// component knows whether their writer could read the provider keys.
+func TestValidateWorkspaceRefusesEveryLoaderVariableInEnv(t *testing.T) {
+	validate := func(t *testing.T, env ...calibanv1alpha1.EnvVar) string {
+		t.Helper()
+		ws := fxWorkspace(func(ws *calibanv1alpha1.Workspace) { ws.Spec.Env = env })
+		got, err := ValidateWorkspace(&ws.Spec, "/work", fxSecrets(fxSecret("anthropic-key", "api-key")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, name := range wantLoaderEnv {
+		t.Run(name+" is refused", func(t *testing.T) {
+			got := validate(t, calibanv1alpha1.EnvVar{Name: "MODE", Value: "fast"}, calibanv1alpha1.EnvVar{Name: "TEAM"}, calibanv1alpha1.EnvVar{Name: name, Value: "/work/app/x"})
+			want := "env[2].name: '" + name + "' decides what code the agent pod loads or runs, and cannot be set in a Workspace"
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("problem (-want +got):\n%s", diff)
+			}
+		})
+	}
+	for _, name := range wantRepointingEnv {
+		if OperatorOwnedEnv(name, []string{"anthropic"}) {
+			continue // the pinned provider's own base URL: refused as the operator's
+		}
+		t.Run(name+" passes validation", func(t *testing.T) {
+			if got := validate(t, calibanv1alpha1.EnvVar{Name: name, Value: "http://proxy.corp:3128"}); got != "" {
+				t.Errorf("problem = %q, want none", got)
+			}
+		})
+	}
+}
+
 // An invalid Secret name must be answered without asking: the real lookup
 // cannot be made, and its error would be retried forever.
 func TestValidateWorkspaceDoesNotLookUpAnInvalidSecretName(t *testing.T) {

@@ -127,6 +127,16 @@ func TestSyncTaskAdmissionOutcomes(t *testing.T) {
 			after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPostureNotPermitted,
 			events: []string{builders.ReasonPostureNotPermitted},
 		},
+		"a pin whose env carries a loader fails without applying children": {
+			task: task(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.ResolvedWorkspace = &calibanv1alpha1.ResolvedWorkspace{
+					Provider: calibanv1alpha1.Provider{Name: "p", Kind: "anthropic"},
+					Env:      []calibanv1alpha1.EnvVar{{Name: "NODE_OPTIONS", Value: "--require /work/app/hook.js"}},
+				}
+			}),
+			after: 30 * time.Second, phase: calibanv1alpha1.TaskFailed, reason: builders.ReasonPostureNotPermitted,
+			events: []string{builders.ReasonPostureNotPermitted},
+		},
 		"a missing state token secret fails the pinned task without applying children": {
 			task: task(func(t *calibanv1alpha1.CalibanTask) {
 				t.Spec.State = &calibanv1alpha1.StateSpec{GonzaloEndpoint: "http://g:8080", TokenRef: &calibanv1alpha1.SecretKeyRef{SecretName: "tok", Key: "k"}}

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
 
@@ -185,8 +186,8 @@ func TestConditionListsAreMapsKeyedByType(t *testing.T) {
 
 // TestTheSchemaRefusesTheReservedNames keeps the Workspace env rules,
 // literal lists in markers, and the operator's lists of its own variables,
-// caliband's worker variables and the agent policy's variables (with the
-// field each message names) the same.
+// caliband's worker variables, the agent policy's variables (with the
+// field each message names) and the variables that load code the same.
 func TestTheSchemaRefusesTheReservedNames(t *testing.T) {
 	entry, _, ok := lookup(loadSchema(t, "caliban.caliban-ai.dev_workspaces.yaml"), "spec.env[]")
 	if !ok {
@@ -205,6 +206,14 @@ func TestTheSchemaRefusesTheReservedNames(t *testing.T) {
 	for _, names := range [][]string{builders.OperatorEnvNames, builders.WorkerEnvNames, policyNames} {
 		want = append(want, "!(self.name in ['"+strings.Join(names, "', '")+"'])")
 	}
+	var loaders, prefixes []string
+	for _, n := range builders.LoaderEnvNames {
+		loaders = append(loaders, "'"+n+"': true")
+	}
+	for _, p := range builders.LoaderEnvPrefixes {
+		prefixes = append(prefixes, "!self.name.startsWith('"+p+"')")
+	}
+	want = append(want, "!(self.name in {"+strings.Join(loaders, ", ")+"})", strings.Join(prefixes, " && "))
 	if diff := cmp.Diff(want, rules); diff != "" {
 		t.Errorf("the rules on a spec.env entry (-want +got):\n%s", diff)
 	}
@@ -214,6 +223,45 @@ func TestTheSchemaRefusesTheReservedNames(t *testing.T) {
 	wantMessage := "self.name + ' is projected from ' + {" + strings.Join(policyFields, ", ") + "}[self.name] + ' and cannot be set in a Workspace; set that field instead'"
 	if diff := cmp.Diff(wantMessage, entry.XValidations[2].MessageExpression); diff != "" {
 		t.Errorf("the agent policy rule's message (-want +got):\n%s", diff)
+	}
+	// Both loader rules answer as Workspace validation does, about the name.
+	for _, v := range entry.XValidations[3:] {
+		if want := "self.name + ' decides what code the agent pod loads or runs, and cannot be set in a Workspace'"; v.MessageExpression != want || v.FieldPath != ".name" {
+			t.Errorf("rule %q: message %q at %q, want %q at .name", v.Rule, v.MessageExpression, v.FieldPath, want)
+		}
+	}
+}
+
+// TestTheSecretRefsPolicyGatesTheRepointingNames keeps the admission
+// component's list of the env variables that re-point provider keys, a
+// literal copy in manifests/admission (and the chart, which
+// test/charts holds to it), and the operator's the same.
+func TestTheSecretRefsPolicyGatesTheRepointingNames(t *testing.T) {
+	root, err := framework.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(root, "manifests", "admission", "secret-refs-policy.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{}
+	doc, _, _ := strings.Cut(string(data), "\n---\n")
+	if err := yaml.UnmarshalStrict([]byte(doc), policy); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, v := range policy.Spec.Variables {
+		got[v.Name] = v.Expression
+	}
+	list := func(names []string) string { return "['" + strings.Join(names, "', '") + "']" }
+	for name, want := range map[string]string{
+		"repointingNames":    list(builders.RepointingEnvNames),
+		"repointingSuffixes": list(builders.RepointingEnvSuffixes),
+	} {
+		if diff := cmp.Diff(want, got[name]); diff != "" {
+			t.Errorf("variable %s of %s (-want +got):\n%s", name, policy.Name, diff)
+		}
 	}
 }
 

@@ -652,7 +652,7 @@ func schema_pkg_apis_caliban_v1alpha1_EnvVar(ref common.ReferenceCallback) commo
 				Properties: map[string]spec.Schema{
 					"name": {
 						SchemaProps: spec.SchemaProps{
-							Description: "name of the variable: printable ASCII other than '=', as Kubernetes requires of a container's variable. It must not be one the operator sets itself (the daemon token, provider key and base-URL variables, storage and router variables), nor one the agentPolicy projects (CALIBAN_AUTO_ALLOW and the rest): set the agentPolicy field instead.",
+							Description: "name of the variable: printable ASCII other than '=', as Kubernetes requires of a container's variable. It must not be one the operator sets itself (the daemon token, provider key and base-URL variables, storage and router variables), nor one the agentPolicy projects (CALIBAN_AUTO_ALLOW and the rest): set the agentPolicy field instead. Nor one that makes the agent pod load or run code (LD_PRELOAD, NODE_OPTIONS, PYTHONPATH, GIT_CONFIG_*, PATH and the rest).",
 							Default:     "",
 							Type:        []string{"string"},
 							Format:      "",
@@ -1411,7 +1411,7 @@ func schema_pkg_apis_caliban_v1alpha1_WorkspaceSpec(ref common.ReferenceCallback
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "env is non-secret environment for every agent pod. It may not name a variable the operator sets itself or caliband sets for the workers it spawns (the provider's variables depend on the providers, and are checked by the operator), nor one the agentPolicy projects: those come only from their typed field, which the posture gate checks.",
+							Description: "env is non-secret environment for every agent pod. It may not name a variable the operator sets itself or caliband sets for the workers it spawns (the provider's variables depend on the providers, and are checked by the operator), nor one the agentPolicy projects: those come only from their typed field, which the posture gate checks. Nor may it name one that makes the pod load or run code of the writer's choosing (LD_PRELOAD, NODE_OPTIONS, PYTHONPATH, GIT_CONFIG_*, PATH, ...). Variables that decide where requests go or whom TLS trusts (a proxy, a CA bundle, a provider SDK's endpoint) are for whoever may read the providers' keys: the optional admission component checks that.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

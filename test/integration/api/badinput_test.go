@@ -229,6 +229,14 @@ func schemaRejections() map[string]rejection {
 			obj:   at(fullWorkspace(), "spec.env[0].name", "CALIBAN_DAEMON_TOKEN"),
 			field: "spec.env[0]", class: classRule, message: "CALIBAN_DAEMON_TOKEN is set by the operator itself and cannot be set in a Workspace",
 		},
+		"an env entry naming a variable that loads code is rejected, naming its name": {
+			obj:   at(fullWorkspace(), "spec.env[0].name", "NODE_OPTIONS"),
+			field: "spec.env[0].name", class: classRule, message: "NODE_OPTIONS decides what code the agent pod loads or runs, and cannot be set in a Workspace",
+		},
+		"an env entry of a family of variables that load code is rejected, naming its name": {
+			obj:   at(fullWorkspace(), "spec.env[0].name", "LD_PRELOAD"),
+			field: "spec.env[0].name", class: classRule, message: "LD_PRELOAD decides what code the agent pod loads or runs, and cannot be set in a Workspace",
+		},
 		"a workspace runtimeClass in upper case is rejected": {
 			obj:   at(fullWorkspace(), "spec.isolation.runtimeClass", "gVisor"),
 			field: "spec.isolation.runtimeClass", class: classRule, message: msgRuntimeClass,
@@ -652,12 +660,14 @@ func TestSchemaRejectionsCoverEveryConstraint(t *testing.T) {
 				need = append(need, f.Path+" "+class)
 			}
 			for _, rule := range f.Schema.XValidations {
-				if rule.MessageExpression != "" && slices.ContainsFunc(ruleMessages[f.Path], func(m string) bool {
+				// A rule with a fieldPath reports at that field.
+				path := f.Path + normalize(rule.FieldPath)
+				if rule.MessageExpression != "" && slices.ContainsFunc(ruleMessages[path], func(m string) bool {
 					return strings.Contains(m, longestLiteral(rule.MessageExpression))
 				}) {
 					continue
 				}
-				need = append(need, f.Path+" rule: "+rule.Message+rule.MessageExpression)
+				need = append(need, path+" rule: "+rule.Message+rule.MessageExpression)
 			}
 			for _, n := range need {
 				if !covered[n] {

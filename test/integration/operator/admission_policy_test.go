@@ -45,12 +45,14 @@ func TestTheAdmissionComponentGatesUnattendedWork(t *testing.T) {
 	createProviderSecret(t, ns)
 	allowToWriteTasks(t, ns, rbacv1.Subject{Kind: rbacv1.UserKind, Name: alice}, rbacv1.Subject{Kind: rbacv1.UserKind, Name: bob},
 		rbacv1.Subject{Kind: rbacv1.UserKind, Name: "carol"}, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Name: "prospero", Namespace: ns})
-	// Both may read the provider key every test Workspace names, so that
-	// only caliban-unattended speaks here (caliban-secret-refs has a test of
-	// its own).
-	allow(t, ns, "provider-key", []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"},
-		ResourceNames: []string{providerSecret}, Verbs: []string{"get"}}},
-		rbacv1.Subject{Kind: rbacv1.UserKind, Name: alice}, rbacv1.Subject{Kind: rbacv1.UserKind, Name: bob})
+	// Both may read the provider key every test Workspace names, and the
+	// router configuration bob names below, so that only
+	// caliban-unattended speaks here (caliban-secret-refs has tests of its
+	// own).
+	allow(t, ns, "provider-key", []rbacv1.PolicyRule{
+		{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{providerSecret}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"bobs-router"}, Verbs: []string{"get"}},
+	}, rbacv1.Subject{Kind: rbacv1.UserKind, Name: alice}, rbacv1.Subject{Kind: rbacv1.UserKind, Name: bob})
 	asAlice := clientAs(t, alice, unattendedGroup)
 	asBob := clientAs(t, bob)
 

@@ -115,6 +115,8 @@ type EnvVar struct {
 	// sets itself (the daemon token, provider key and base-URL variables,
 	// storage and router variables), nor one the agentPolicy projects
 	// (CALIBAN_AUTO_ALLOW and the rest): set the agentPolicy field instead.
+	// Nor one that makes the agent pod load or run code (LD_PRELOAD,
+	// NODE_OPTIONS, PYTHONPATH, GIT_CONFIG_*, PATH and the rest).
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:Pattern=`^[ -<>-~]+$`

@@ -17,6 +17,8 @@ type EnvVarApplyConfiguration struct {
 	// sets itself (the daemon token, provider key and base-URL variables,
 	// storage and router variables), nor one the agentPolicy projects
 	// (CALIBAN_AUTO_ALLOW and the rest): set the agentPolicy field instead.
+	// Nor one that makes the agent pod load or run code (LD_PRELOAD,
+	// NODE_OPTIONS, PYTHONPATH, GIT_CONFIG_*, PATH and the rest).
 	Name *string `json:"name,omitempty"`
 	// value of the variable; may be empty.
 	Value *string `json:"value,omitempty"`

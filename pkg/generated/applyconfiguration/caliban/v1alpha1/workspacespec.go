@@ -28,7 +28,13 @@ type WorkspaceSpecApplyConfiguration struct {
 	// variable the operator sets itself or caliband sets for the workers it
 	// spawns (the provider's variables depend on the providers, and are
 	// checked by the operator), nor one the agentPolicy projects: those
-	// come only from their typed field, which the posture gate checks.
+	// come only from their typed field, which the posture gate checks. Nor
+	// may it name one that makes the pod load or run code of the writer's
+	// choosing (LD_PRELOAD, NODE_OPTIONS, PYTHONPATH, GIT_CONFIG_*, PATH,
+	// ...). Variables that decide where requests go or whom TLS trusts (a
+	// proxy, a CA bundle, a provider SDK's endpoint) are for whoever may
+	// read the providers' keys: the optional admission component checks
+	// that.
 	Env []EnvVarApplyConfiguration `json:"env,omitempty"`
 	// isolation is the default isolation for tasks; a task's
 	// spec.isolation.runtimeClass overrides it.
