@@ -4,6 +4,8 @@
 package charts_test
 
 import (
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -21,6 +23,7 @@ func TestTheNotesSayWhetherTheAdmissionComponentIsOn(t *testing.T) {
 		"may patch calibantasks/status",
 		"pinned configuration",
 		"may name any Secret of its namespace",
+		"may take an agent pod's isolation labels off",
 	}
 	tests := map[string]struct {
 		values  map[string]any
@@ -29,8 +32,9 @@ func TestTheNotesSayWhetherTheAdmissionComponentIsOn(t *testing.T) {
 		wantNot []string
 	}{
 		"on, by default, where the cluster serves the policies": {
-			served:  true,
-			want:    []string{"The admission component is on", "ConfigMap " + namespace + "/caliban-unattended", "admission.params"},
+			served: true,
+			want: []string{"The admission component is on", "ConfigMap " + namespace + "/caliban-unattended", "admission.params",
+				"agent-sandbox's controller (system:serviceaccount:agent-sandbox-system:agent-sandbox-controller)"},
 			wantNot: []string{"OFF", "Without it"},
 		},
 		"off by value": {
@@ -88,17 +92,21 @@ func TestTheAdmissionComponentNeedsBothPolicyKinds(t *testing.T) {
 	}
 }
 
-// The operator's identity, which the status policy lets through, and the
-// parameters' namespace are the release's: in another namespace and with
-// another ServiceAccount name, nothing of the component names
-// caliban-system or caliban-operator's ServiceAccount.
+// The operator's identity, which the status and pod-label policies let
+// through, and the parameters' namespace are the release's: in another
+// namespace and with another ServiceAccount name, nothing of the component
+// names caliban-system or caliban-operator's ServiceAccount. agent-sandbox's
+// controller is admission.agentSandboxController.
 func TestTheAdmissionComponentNamesTheReleasesOperator(t *testing.T) {
-	objs, _, err := framework.RenderChartOn(root(t), framework.OperatorChart, release, "platform",
-		map[string]any{"serviceAccount": map[string]any{"name": "ops"}}, framework.AdmissionPolicyKinds...)
+	const agentSandbox = "system:serviceaccount:sandboxes:agent-sandbox-controller"
+	objs, _, err := framework.RenderChartOn(root(t), framework.OperatorChart, release, "platform", map[string]any{
+		"serviceAccount": map[string]any{"name": "ops"},
+		"admission":      map[string]any{"agentSandboxController": agentSandbox},
+	}, framework.AdmissionPolicyKinds...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var status *unstructured.Unstructured
+	policies := map[string]*unstructured.Unstructured{}
 	n := 0
 	for _, o := range objs {
 		if o.GetLabels()["app.kubernetes.io/component"] != "admission" {
@@ -109,19 +117,38 @@ func TestTheAdmissionComponentNamesTheReleasesOperator(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if strings.Contains(string(text), "caliban-system") || strings.Contains(string(text), "serviceaccount:platform:caliban-operator") {
-			t.Errorf("%s names caliban-system or the default ServiceAccount:\n%s", key(o), text)
+		if strings.Contains(string(text), "caliban-system") || strings.Contains(string(text), "serviceaccount:platform:caliban-operator") ||
+			strings.Contains(string(text), "agent-sandbox-system") {
+			t.Errorf("%s names caliban-system, the default ServiceAccount or agent-sandbox's default namespace:\n%s", key(o), text)
 		}
-		if o.GetKind() == "ValidatingAdmissionPolicy" && o.GetName() == "caliban-status" {
-			status = o
+		if o.GetKind() == "ValidatingAdmissionPolicy" {
+			policies[o.GetName()] = o
 		}
 	}
-	if n != 11 || status == nil {
-		t.Fatalf("%d admission objects, caliban-status %v; want 11 with it", n, status != nil)
+	if n != 13 || policies["caliban-status"] == nil || policies["caliban-pod-labels"] == nil {
+		t.Fatalf("%d admission objects, policies %v; want 13 with caliban-status and caliban-pod-labels", n, slices.Sorted(maps.Keys(policies)))
 	}
-	conditions, _, _ := unstructured.NestedSlice(status.Object, "spec", "matchConditions")
-	want := "request.userInfo.username != 'system:serviceaccount:platform:ops'"
-	if len(conditions) == 0 || conditions[0].(map[string]any)["expression"] != want {
-		t.Errorf("caliban-status's first matchCondition is %v, want %q", conditions, want)
+	operator := "request.userInfo.username != 'system:serviceaccount:platform:ops'"
+	for name, want := range map[string][]string{
+		"caliban-status":     {operator},
+		"caliban-pod-labels": {"request.userInfo.username != '" + agentSandbox + "'", operator},
+	} {
+		conditions, _, _ := unstructured.NestedSlice(policies[name].Object, "spec", "matchConditions")
+		for i, w := range want {
+			if len(conditions) <= i || conditions[i].(map[string]any)["expression"] != w {
+				t.Errorf("%s's matchConditions are %v, want %q at %d", name, conditions, w, i)
+			}
+		}
+	}
+	// Its refusals name who may.
+	variables, _, _ := unstructured.NestedSlice(policies["caliban-pod-labels"].Object, "spec", "variables")
+	named := false
+	for _, v := range variables {
+		v := v.(map[string]any)
+		named = named || v["name"] == "mayChange" && strings.Contains(v["expression"].(string), "("+agentSandbox+")") &&
+			strings.Contains(v["expression"].(string), "(system:serviceaccount:platform:ops)")
+	}
+	if !named {
+		t.Errorf("caliban-pod-labels's mayChange does not name %s and the release's operator: %v", agentSandbox, variables)
 	}
 }

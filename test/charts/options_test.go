@@ -29,6 +29,7 @@ func TestTheChartsSwitchesRenderWhatTheyPromise(t *testing.T) {
 		"ValidatingAdmissionPolicy /caliban-requested-by", "ValidatingAdmissionPolicyBinding /caliban-requested-by",
 		"ValidatingAdmissionPolicy /caliban-status", "ValidatingAdmissionPolicyBinding /caliban-status",
 		"ValidatingAdmissionPolicy /caliban-secret-refs", "ValidatingAdmissionPolicyBinding /caliban-secret-refs",
+		"ValidatingAdmissionPolicy /caliban-pod-labels", "ValidatingAdmissionPolicyBinding /caliban-pod-labels",
 		"ConfigMap " + namespace + "/caliban-unattended",
 	}
 	tests := map[string]struct {

@@ -137,6 +137,10 @@ func TestTheValuesSchemaRefusesBadValuesByName(t *testing.T) {
 			values: map[string]any{"admission": map[string]any{"params": map[string]any{"admins": "me"}}},
 			want:   []string{"/admission/params", "admins"},
 		},
+		"an agent-sandbox identity that would end the policy's CEL string": {
+			values: map[string]any{"admission": map[string]any{"agentSandboxController": "system:serviceaccount:x:y' || true || '"}},
+			want:   []string{"/admission/agentSandboxController"},
+		},
 		"a lease grace as long as the lease": {
 			values: map[string]any{"leaderElection": map[string]any{"durationSeconds": 10, "graceSeconds": 10}},
 			want:   []string{"leaderElection.graceSeconds 10 must be less than leaderElection.durationSeconds 10"},

@@ -32,7 +32,7 @@ const (
 
 // The admission component's ValidatingAdmissionPolicies, each bound under
 // its own name.
-var validatingPolicies = []string{"caliban-unattended", "caliban-requested-by", "caliban-status", "caliban-secret-refs"}
+var validatingPolicies = []string{"caliban-unattended", "caliban-requested-by", "caliban-status", "caliban-secret-refs", "caliban-pod-labels"}
 
 var crdNames = []string{"calibantasks." + calibanv1alpha1.GroupName, "workspaces." + calibanv1alpha1.GroupName}
 

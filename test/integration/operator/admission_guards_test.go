@@ -467,7 +467,7 @@ func patchStatus(client calibanclient.Interface, kind, ns, name string, pt types
 // meant lets everything through.
 func checkTypeChecking(t *testing.T) {
 	t.Helper()
-	for _, name := range []string{"caliban-unattended", "caliban-requested-by", "caliban-status", "caliban-secret-refs"} {
+	for _, name := range []string{"caliban-unattended", "caliban-requested-by", "caliban-status", "caliban-secret-refs", "caliban-pod-labels"} {
 		framework.Eventually(t, settleTimeout, func() error {
 			p, err := cluster.Kube.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
