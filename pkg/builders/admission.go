@@ -24,6 +24,10 @@ const (
 	ReasonPostureNotPermitted = "PostureNotPermitted"
 	// ReasonSandboxAPIUnavailable: agent-sandbox is not installed.
 	ReasonSandboxAPIUnavailable = "SandboxAPIUnavailable"
+	// ReasonServiceFQDNMismatch: the task's Sandbox serves, but reports a
+	// serviceFQDN that is not its own Service's name in the task's
+	// namespace and the cluster's domain.
+	ReasonServiceFQDNMismatch = "ServiceFQDNMismatch"
 )
 
 // Failure is why a task cannot run: a Ready reason and a message for people.

@@ -373,7 +373,8 @@ func (c *TaskController) report(ctx context.Context, task *calibanv1alpha1.Calib
 
 // warningOf is the reason of the Warning Event a status derived from in
 // (whose Ready condition is ready) calls for, "" for none: failures, a
-// passed deadline, and a task held up by a missing agent-sandbox.
+// passed deadline, a task held up by a missing agent-sandbox, and one
+// whose Sandbox reports an address that is not its own.
 func warningOf(in builders.TaskStatusInput, ready *metav1.Condition) string {
 	switch {
 	case ready == nil:
@@ -384,6 +385,8 @@ func warningOf(in builders.TaskStatusInput, ready *metav1.Condition) string {
 		return EventDeadlineExceeded
 	case in.SandboxAPIMissing:
 		return EventSandboxAPIUnavailable
+	case ready.Reason == builders.ReasonServiceFQDNMismatch:
+		return EventServiceFQDNMismatch
 	}
 	return ""
 }
