@@ -242,6 +242,9 @@ type TaskFacts struct {
 	ClaimUID types.UID
 	// PinKey signs the pins this operator writes.
 	PinKey PinKey
+	// Launched is what the caches show of the path a pinned task took: the
+	// launch of a pin signed before launches were.
+	Launched LaunchChildren
 	// Secrets reads the state token Secret.
 	Secrets SecretGetter
 }
@@ -285,7 +288,6 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 			return d, nil
 		}
 		d.Pin, d.Posture, d.NewlyPinned = adm.Pin, adm.Posture, true
-		d.PinSignature = SignPin(facts.PinKey.Key, task.UID, adm.Pin)
 		// With the pin, and written with it: a restart finds the path
 		// taken before any child exists.
 		launch, err := DecideLaunch(task, adm.Pin, facts.Offer, s)
@@ -298,10 +300,16 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 			launch = WarmClaimed(task, facts.Claim, facts.ClaimUID)
 		}
 		d.Launch = &launch
+		// Signed together: nobody else can flip the path afterwards.
+		d.PinSignature = SignPin(facts.PinKey.Key, task.UID, adm.Pin, launch.Type)
 	} else {
 		// The pin's signature before every check that reads the pin: a pin
-		// someone else wrote can say whatever passes them.
+		// someone else wrote can say whatever passes them. Then the launch
+		// signed with it, before anything is made or applied by it.
 		d.Failure = UntrustedPin(task, facts.PinKey)
+		if d.Failure == nil {
+			d.Failure = UntrustedLaunch(task, facts.PinKey, facts.Launched)
+		}
 		if d.Failure == nil {
 			d.Failure = PinnedPostureProblem(task)
 		}

@@ -125,6 +125,12 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 	case in.Failure != nil:
 		status.Phase = calibanv1alpha1.TaskFailed
 		setReady(metav1.ConditionFalse, in.Failure.Reason, in.Failure.Message)
+		if in.Failure.Reason == ReasonLaunchNotTrusted {
+			// The operator follows no launch it did not decide, and writes
+			// none either: the launch, and the Sandbox it last named, stay
+			// as they are (and are right again once the launch is put back).
+			status.Launch, status.SandboxRef = task.Status.Launch, task.Status.SandboxRef
+		}
 	case in.Pin == nil:
 		// Waiting for the workspace: Pending, and nothing else claimed.
 		status.Phase = calibanv1alpha1.TaskPending

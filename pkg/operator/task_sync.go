@@ -20,6 +20,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
@@ -101,7 +102,9 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		in.Sandbox, in.SandboxAPIMissing = got.sandbox, got.apiMissing
 	}
 	if got.relaunch != nil {
-		in.Launch = got.relaunch
+		// The operator's own change of path, signed with the pin as the
+		// launch decided at admission was.
+		in.Launch, in.PinSignature = got.relaunch, builders.SignPin(c.pinKey.Key, task.UID, in.Pin, got.relaunch.Type)
 	}
 	written, err := c.record(ctx, task, in, anyVersion)
 	switch {
@@ -227,12 +230,18 @@ type seen struct {
 
 // facts gathers what the decision reads besides the task (the Workspace,
 // its pool's offer and a claim made before the pin, while there is no
-// pin; the Secrets), and the task's claim and Sandbox.
+// pin; the children that show the path a pinned task took; the Secrets),
+// and the task's claim and Sandbox.
 func (c *TaskController) facts(ctx context.Context, task *calibanv1alpha1.CalibanTask) seen {
 	f := seen{TaskFacts: builders.TaskFacts{PinKey: c.pinKey, Secrets: secretGetter(ctx, c.kube, task.Namespace)}}
 	f.claim = c.claimOf(task)
 	f.sandbox = c.sandboxOf(task, f.claim)
 	if task.Status.ResolvedWorkspace != nil {
+		own := c.children.View(freshness.Sandbox, task.Namespace, builders.SandboxName(task.Name))
+		f.Launched = builders.LaunchChildren{
+			Claim:   f.claim != nil && f.claim.DeletionTimestamp == nil,
+			Sandbox: own != nil && metav1.IsControlledBy(own, task),
+		}
 		return f
 	}
 	// A missing Workspace is an answer (nil) for admission; a cache read
