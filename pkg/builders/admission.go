@@ -263,6 +263,10 @@ type Decision struct {
 	NewlyPinned bool
 	// Launch is decided with a new pin; nil keeps the stored one.
 	Launch *calibanv1alpha1.Launch
+	// Recheck: the task's last status said its pin or launch was not
+	// trusted, and both are now: its children's cached verdicts may have
+	// been taken against what someone else wrote, and are taken again.
+	Recheck bool
 }
 
 // Decide runs a task's checks in order (docs/crd-reference.md#admission):
@@ -320,6 +324,7 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 			return d, nil
 		}
 		d.Posture = RequestedPosture(task)
+		d.Recheck = wasNotTrusted(task)
 	}
 	f, err := StateProblem(task.Spec.State, facts.Secrets)
 	if err != nil {
@@ -327,4 +332,15 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 	}
 	d.Failure = f
 	return d, nil
+}
+
+// wasNotTrusted reports that the task's last status failed it for a pin or
+// a launch the operator did not write.
+func wasNotTrusted(task *calibanv1alpha1.CalibanTask) bool {
+	for _, c := range task.Status.Conditions {
+		if c.Type == ConditionReady {
+			return c.Reason == ReasonPinNotTrusted || c.Reason == ReasonLaunchNotTrusted
+		}
+	}
+	return false
 }

@@ -158,12 +158,20 @@ func TestAFlippedLaunchMakesNoClaimAndMovesNoPolicy(t *testing.T) {
 	// Again, and after a restart: still nothing but the first status.
 	tk = f.feedTask(tk)
 	f.resetActions()
+	// The restarted operator's caches take their verdicts on the children
+	// against the flipped launch, as its start-up list brings them.
 	restartWith(t, f, c, config.DefaultAgentSettings()) // a new term: an empty memo
+	sa, np := f.servedChildren(tk)
+	f.cache(f.kubeInformers.Core().V1().ServiceAccounts().Informer(), sa)
+	f.cache(f.kubeInformers.Networking().V1().NetworkPolicies().Informer(), np)
+	f.sandboxAnswers()
 	f.mustSync(c, tk)
 	if w := f.writes(); len(w) != 0 {
 		t.Errorf("a restarted operator wrote %v for the flipped task", w)
 	}
 
+	// Put back: the verdicts are taken again, so nothing is applied, now
+	// or on the next pass.
 	tk = f.edit(tk, "prospero", launchType(calibanv1alpha1.LaunchCold))
 	f.mustSync(c, tk)
 	if w := childWrites(f.writes()); len(w) != 0 {
@@ -171,6 +179,12 @@ func TestAFlippedLaunchMakesNoClaimAndMovesNoPolicy(t *testing.T) {
 	}
 	if st := lastStatus(t, f); st.Phase != calibanv1alpha1.TaskRunning || st.CalibandEndpoint != "fix-bug-sbx.team.svc.cluster.local:8443" {
 		t.Errorf("the launch put back: status %s endpoint %q, want Running where it was", st.Phase, st.CalibandEndpoint)
+	}
+	tk = f.feedTask(tk)
+	f.resetActions()
+	f.mustSync(c, tk)
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("the pass after the launch was put back wrote %v, want nothing", w)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -80,6 +81,9 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		}
 		return pendingWorkspaceRequeue, err
 	}
+	if d.Recheck {
+		c.recheckChildren(ctx, task.Namespace, task.Name, task.UID)
+	}
 	in := builders.TaskStatusInput{Task: task, Failure: d.Failure, Pin: d.Pin, Posture: d.Posture, PinSignature: d.PinSignature,
 		Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout, Launch: d.Launch, Sandbox: seen.sandbox}
 	task, got, err := c.provision(ctx, task, &in, d, seen.claim)
@@ -129,6 +133,34 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		after = soonest(after, failureRequeue)
 	}
 	return soonest(after, wake), nil
+}
+
+// recheckChildren reads the task's own children from the apiserver, one GET
+// each, and has their cached verdicts taken again (freshness.Recheck): the
+// task is trusted again after a status someone else wrote, against which
+// the verdicts may have been taken. Only on that rare pass. A child that
+// cannot be read keeps its verdict, which costs at most an apply that
+// changes nothing.
+func (c *TaskController) recheckChildren(ctx context.Context, namespace, name string, uid types.UID) {
+	recheck := func(kind freshness.Kind, obj metav1.Object, err error) {
+		if err != nil {
+			return
+		}
+		if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != uid {
+			return
+		}
+		if err := c.children.Recheck(kind, obj); err != nil {
+			klog.FromContext(ctx).V(2).Info("Could not check a child again", "kind", kind, "name", obj.GetName(), "error", err)
+		}
+	}
+	sa, err := c.kube.CoreV1().ServiceAccounts(namespace).Get(ctx, builders.ServiceAccountName(name), metav1.GetOptions{})
+	recheck(freshness.ServiceAccount, sa, err)
+	np, err := c.kube.NetworkingV1().NetworkPolicies(namespace).Get(ctx, builders.NetworkPolicyName(name), metav1.GetOptions{})
+	recheck(freshness.NetworkPolicy, np, err)
+	if c.sandboxAPI.Served() {
+		sb, err := c.sandboxes.Sandboxes(namespace).Get(ctx, builders.SandboxName(name), metav1.GetOptions{})
+		recheck(freshness.Sandbox, sb, err)
+	}
 }
 
 // errNewerTask: the status write that must come before the children
