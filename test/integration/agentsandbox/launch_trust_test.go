@@ -119,28 +119,6 @@ func TestAFlippedLaunchRunsNothingNew(t *testing.T) {
 		}
 		return nil
 	})
-	notTrusted := func(name string) {
-		t.Helper()
-		framework.Eventually(t, time.Minute, func() error {
-			task := getTask(t, ns, name)
-			ready := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
-			if task.Status.Phase != calibanv1alpha1.TaskFailed || ready == nil || ready.Reason != reasonLaunchNotTrusted {
-				return fmt.Errorf("task %s is %s, Ready %+v; want Failed, %s", name, task.Status.Phase, ready, reasonLaunchNotTrusted)
-			}
-			return nil
-		})
-	}
-	notTrusted("cold")
-	notTrusted("warm")
-	if task := getTask(t, ns, "earlier"); task.Status.Phase != calibanv1alpha1.TaskRunning || !strings.HasPrefix(task.Status.PinSignature, "v1:") {
-		t.Errorf("the task pinned v1 is %s, signed %q; want Running, still v1", task.Status.Phase, task.Status.PinSignature)
-	}
-
-	// Pinned v1, and flipped under a running operator.
-	flip(t, ns, "earlier", calibanv1alpha1.LaunchWarm)
-	notTrusted("earlier")
-	time.Sleep(3 * time.Second) // three resyncs more
-
 	// untouched checks that no child changed, none was made, and the
 	// restarted operator wrote none.
 	untouched := func(when string) {
@@ -178,6 +156,29 @@ func TestAFlippedLaunchRunsNothingNew(t *testing.T) {
 			}
 		}
 	}
+	untouched("after the restart, with two launches flipped")
+	notTrusted := func(name string) {
+		t.Helper()
+		framework.Eventually(t, time.Minute, func() error {
+			task := getTask(t, ns, name)
+			ready := meta.FindStatusCondition(task.Status.Conditions, builders.ConditionReady)
+			if task.Status.Phase != calibanv1alpha1.TaskFailed || ready == nil || ready.Reason != reasonLaunchNotTrusted {
+				return fmt.Errorf("task %s is %s, Ready %+v; want Failed, %s", name, task.Status.Phase, ready, reasonLaunchNotTrusted)
+			}
+			return nil
+		})
+	}
+	notTrusted("cold")
+	notTrusted("warm")
+	if task := getTask(t, ns, "earlier"); task.Status.Phase != calibanv1alpha1.TaskRunning || !strings.HasPrefix(task.Status.PinSignature, "v1:") {
+		t.Errorf("the task pinned v1 is %s, signed %q; want Running, still v1", task.Status.Phase, task.Status.PinSignature)
+	}
+
+	// Pinned v1, and flipped under a running operator.
+	flip(t, ns, "earlier", calibanv1alpha1.LaunchWarm)
+	notTrusted("earlier")
+	time.Sleep(3 * time.Second) // three resyncs more
+
 	untouched("with the launches flipped")
 
 	for _, name := range tasks {
