@@ -24,6 +24,10 @@ const (
 	ReasonPostureNotPermitted = "PostureNotPermitted"
 	// ReasonSandboxAPIUnavailable: agent-sandbox is not installed.
 	ReasonSandboxAPIUnavailable = "SandboxAPIUnavailable"
+	// ReasonServiceFQDNMismatch: the task's Sandbox serves, but reports a
+	// serviceFQDN that is not its own Service's name in the task's
+	// namespace and the cluster's domain.
+	ReasonServiceFQDNMismatch = "ServiceFQDNMismatch"
 )
 
 // Failure is why a task cannot run: a Ready reason and a message for people.
@@ -253,6 +257,9 @@ type TaskFacts struct {
 	ClaimUID types.UID
 	// PinKey signs the pins this operator writes.
 	PinKey PinKey
+	// Launched is what the caches show of the path a pinned task took: the
+	// launch of a pin signed before launches were.
+	Launched LaunchChildren
 	// Secrets reads the state token Secret.
 	Secrets SecretGetter
 }
@@ -271,6 +278,10 @@ type Decision struct {
 	NewlyPinned bool
 	// Launch is decided with a new pin; nil keeps the stored one.
 	Launch *calibanv1alpha1.Launch
+	// Recheck: the task's last status said its pin or launch was not
+	// trusted, and both are now: its children's cached verdicts may have
+	// been taken against what someone else wrote, and are taken again.
+	Recheck bool
 }
 
 // Decide runs a task's checks in order (docs/crd-reference.md#admission):
@@ -296,7 +307,6 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 			return d, nil
 		}
 		d.Pin, d.Posture, d.NewlyPinned = adm.Pin, adm.Posture, true
-		d.PinSignature = SignPin(facts.PinKey.Key, task.UID, adm.Pin)
 		// With the pin, and written with it: a restart finds the path
 		// taken before any child exists.
 		launch, err := DecideLaunch(task, adm.Pin, facts.Offer, s)
@@ -309,10 +319,16 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 			launch = WarmClaimed(task, facts.Claim, facts.ClaimUID)
 		}
 		d.Launch = &launch
+		// Signed together: nobody else can flip the path afterwards.
+		d.PinSignature = SignPin(facts.PinKey.Key, task.UID, adm.Pin, launch.Type)
 	} else {
 		// The pin's signature before every check that reads the pin: a pin
-		// someone else wrote can say whatever passes them.
+		// someone else wrote can say whatever passes them. Then the launch
+		// signed with it, before anything is made or applied by it.
 		d.Failure = UntrustedPin(task, facts.PinKey)
+		if d.Failure == nil {
+			d.Failure = UntrustedLaunch(task, facts.PinKey, facts.Launched)
+		}
 		if d.Failure == nil {
 			d.Failure = PinnedPostureProblem(task)
 		}
@@ -323,6 +339,7 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 			return d, nil
 		}
 		d.Posture = RequestedPosture(task)
+		d.Recheck = wasNotTrusted(task)
 	}
 	f, err := StateProblem(task.Spec.State, facts.Secrets)
 	if err != nil {
@@ -330,4 +347,15 @@ func Decide(task *calibanv1alpha1.CalibanTask, facts TaskFacts, s config.AgentSe
 	}
 	d.Failure = f
 	return d, nil
+}
+
+// wasNotTrusted reports that the task's last status failed it for a pin or
+// a launch the operator did not write.
+func wasNotTrusted(task *calibanv1alpha1.CalibanTask) bool {
+	for _, c := range task.Status.Conditions {
+		if c.Type == ConditionReady {
+			return c.Reason == ReasonPinNotTrusted || c.Reason == ReasonLaunchNotTrusted
+		}
+	}
+	return false
 }

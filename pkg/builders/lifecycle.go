@@ -128,14 +128,22 @@ func DrainVerdict(task *calibanv1alpha1.CalibanTask, timeout time.Duration, now 
 	return DrainWaiting, ""
 }
 
-// CheckpointRef is the checkpoint identifier prospero reported, "" when it
-// reported none.
+// CheckpointRef is status.checkpointRef: the checkpoint identifier
+// prospero reported in its AgentsDrained answer to this task's drain, ""
+// when it reported none. It is copied only while the task is Draining,
+// and once: an identifier recorded is kept whatever the condition says
+// later. An AgentsDrained message on a task that is not draining, which
+// anyone who may patch the status can write, never reaches a field only
+// the operator writes (docs/security.md).
 func CheckpointRef(task *calibanv1alpha1.CalibanTask) string {
+	if task.Status.CheckpointRef != "" || !Draining(task) {
+		return task.Status.CheckpointRef
+	}
 	c := meta.FindStatusCondition(task.Status.Conditions, ConditionAgentsDrained)
 	if c != nil && c.Status == metav1.ConditionTrue && c.Reason == DrainedCheckpointed {
 		return c.Message
 	}
-	return task.Status.CheckpointRef
+	return ""
 }
 
 // startTime is when the deadline starts counting: the pin's time, or the

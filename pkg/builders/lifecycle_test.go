@@ -386,6 +386,59 @@ func TestDrainVerdict(t *testing.T) {
 	}
 }
 
+// prospero's AgentsDrained condition may be written by anyone who may
+// patch the status, at any time; status.checkpointRef only the operator
+// writes, and only from the answer to a drain, once.
+func TestCheckpointRefIsCopiedOnceAndOnlyWhileDraining(t *testing.T) {
+	deleted := deletedAt(tStart)
+	stored := func(ref string) func(*calibanv1alpha1.CalibanTask) {
+		return func(t *calibanv1alpha1.CalibanTask) { t.Status.CheckpointRef = ref }
+	}
+	tests := map[string]struct {
+		task *calibanv1alpha1.CalibanTask
+		want string
+	}{
+		"a draining task takes the identifier prospero checkpointed": {
+			task: fxTask(pinned, deleted, drained("True", DrainedCheckpointed, "ckpt-42")), want: "ckpt-42",
+		},
+		"a running task does not take an AgentsDrained message": {
+			task: fxTask(pinned, drained("True", DrainedCheckpointed, "ckpt-forged")),
+		},
+		"a checkpointRef the task has is kept, not overwritten": {
+			task: fxTask(pinned, stored("ckpt-1"), drained("True", DrainedCheckpointed, "ckpt-2")), want: "ckpt-1",
+		},
+		"a deleted task without the drain finalizer is not draining": {
+			task: fxTask(pinned, drained("True", DrainedCheckpointed, "ckpt-42"), func(t *calibanv1alpha1.CalibanTask) { t.DeletionTimestamp = &tStart }),
+		},
+		"a task never pinned is not draining": {
+			task: fxTask(deleted, drained("True", DrainedCheckpointed, "ckpt-42")),
+		},
+		"the first identifier of a drain is kept whatever prospero says next": {
+			task: fxTask(pinned, deleted, stored("ckpt-1"), drained("True", DrainedCheckpointed, "ckpt-2")), want: "ckpt-1",
+		},
+		"an identifier stays when the condition goes": {
+			task: fxTask(pinned, deleted, stored("ckpt-1")), want: "ckpt-1",
+		},
+		"a drain with nothing to drain has no checkpoint": {
+			task: fxTask(pinned, deleted, drained("True", DrainedNothingToDrain, "nothing")),
+		},
+		"a failed drain has no checkpoint": {
+			task: fxTask(pinned, deleted, drained("False", DrainFailed, "ckpt-42")),
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, CheckpointRef(tc.task)); diff != "" {
+				t.Errorf("CheckpointRef (-want +got):\n%s", diff)
+			}
+			st := TaskStatus(TaskStatusInput{Task: tc.task, Pin: tc.task.Status.ResolvedWorkspace, Now: tBefore, DrainTimeout: time.Minute}, config.DefaultAgentSettings())
+			if diff := cmp.Diff(tc.want, st.CheckpointRef); diff != "" {
+				t.Errorf("TaskStatus's checkpointRef (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 func TestLifecycleProblemAndDrainWish(t *testing.T) {
 	tests := map[string]struct {
 		onDelete string

@@ -38,7 +38,13 @@ const (
 // AdvertiseHost is the name caliband advertises to its clients and agents:
 // the Sandbox's headless Service in the task's namespace.
 func AdvertiseHost(task *calibanv1alpha1.CalibanTask, s config.AgentSettings) string {
-	return fmt.Sprintf("%s.%s.svc.%s", SandboxName(task.Name), task.Namespace, s.ClusterDomain)
+	return ServiceHost(SandboxName(task.Name), task.Namespace, s)
+}
+
+// ServiceHost is the name of Sandbox sandbox's headless Service in
+// namespace, in the cluster's domain: where caliband is reached.
+func ServiceHost(sandbox, namespace string, s config.AgentSettings) string {
+	return fmt.Sprintf("%s.%s.svc.%s", sandbox, namespace, s.ClusterDomain)
 }
 
 // BuildSandbox renders the task's Sandbox

@@ -117,14 +117,20 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 	case in.Pin != nil && Draining(task):
 		status.Phase = calibanv1alpha1.TaskDraining
 		status.CompletionTime = task.Status.CompletionTime
-		if in.Sandbox != nil && SandboxServing(&in.Sandbox.Status) {
+		if in.Sandbox != nil && SandboxServing(&in.Sandbox.Status) && serviceFQDNProblem(in.Sandbox, task.Namespace, s) == "" {
 			// prospero drains through caliband: keep telling it where.
-			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, s)
+			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, task.Namespace, s)
 		}
 		setReady(metav1.ConditionFalse, ReasonDraining, drainingMessage(task, in.DrainTimeout))
 	case in.Failure != nil:
 		status.Phase = calibanv1alpha1.TaskFailed
 		setReady(metav1.ConditionFalse, in.Failure.Reason, in.Failure.Message)
+		if in.Failure.Reason == ReasonLaunchNotTrusted {
+			// The operator follows no launch it did not decide, and writes
+			// none either: the launch, and the Sandbox it last named, stay
+			// as they are (and are right again once the launch is put back).
+			status.Launch, status.SandboxRef = task.Status.Launch, task.Status.SandboxRef
+		}
 	case in.Pin == nil:
 		// Waiting for the workspace: Pending, and nothing else claimed.
 		status.Phase = calibanv1alpha1.TaskPending
@@ -186,9 +192,17 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 		}
 		setReady(metav1.ConditionFalse, ReasonSandboxNotReady, msg)
 	default:
-		if SandboxServing(&in.Sandbox.Status) {
+		serving := SandboxServing(&in.Sandbox.Status)
+		if problem := serviceFQDNProblem(in.Sandbox, task.Namespace, s); serving && problem != "" {
+			// Whoever may write the Sandbox's status must not send
+			// prospero, and the token it dials with, somewhere else.
+			status.Phase = calibanv1alpha1.TaskProvisioning
+			setReady(metav1.ConditionFalse, ReasonServiceFQDNMismatch, orApplyProblem(in, problem))
+			break
+		}
+		if serving {
 			status.Phase = calibanv1alpha1.TaskRunning
-			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, s)
+			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, task.Namespace, s)
 			setReady(metav1.ConditionTrue, ReasonRunning, orApplyProblem(in, "caliband is serving at "+status.CalibandEndpoint))
 			break
 		}
@@ -271,13 +285,34 @@ func LaunchTypeOf(labels map[string]string) string {
 // calibandEndpoint is where caliband listens: the Sandbox's Service, at
 // the port of the caliband container the Sandbox carries. A Sandbox
 // rendered under other settings keeps its port (ADR 0015), so the
-// settings' port is only the answer for a Sandbox that says nothing.
-func calibandEndpoint(sb *ObservedSandbox, s config.AgentSettings) string {
+// settings' port is only the answer for a Sandbox that says nothing. The
+// host is the Service's name as the operator knows it (ServiceHost), never
+// read from the Sandbox's status: serviceFQDNProblem holds the two equal
+// before the task is given an endpoint.
+func calibandEndpoint(sb *ObservedSandbox, namespace string, s config.AgentSettings) string {
 	port := s.CalibandPort
 	if sb.CalibandPort != 0 {
 		port = sb.CalibandPort
 	}
-	return sb.Status.ServiceFQDN + ":" + strconv.Itoa(int(port))
+	return ServiceHost(sb.Name, namespace, s) + ":" + strconv.Itoa(int(port))
+}
+
+// serviceFQDNProblem says why the serviceFQDN a Sandbox's status reports
+// is not where its task's caliband may be reached, "" when it is. The only
+// such place is the Sandbox's own headless Service, which agent-sandbox
+// names after the Sandbox, in the task's namespace and the cluster's
+// domain (CALIBAN_CLUSTER_DOMAIN, which caliband's advertised host names
+// too). The status of a Sandbox is anyone's who may write sandboxes/status:
+// an address copied from it unchecked would send prospero, and its token,
+// wherever they chose.
+func serviceFQDNProblem(sb *ObservedSandbox, namespace string, s config.AgentSettings) string {
+	want := ServiceHost(sb.Name, namespace, s)
+	if sb.Status.ServiceFQDN == want {
+		return ""
+	}
+	return fmt.Sprintf("Sandbox %s reports serviceFQDN '%s', and its Service is %s (%s '%s'): caliband is not reached anywhere else, "+
+		"so the task has no endpoint until agent-sandbox reports that name (its --cluster-domain and %s must agree)",
+		sb.Name, sb.Status.ServiceFQDN, want, config.EnvClusterDomain, s.ClusterDomain, config.EnvClusterDomain)
 }
 
 // CalibandPortOf is the caliband container's control port in a pod spec,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -302,6 +303,108 @@ func TestTaskStatusPhaseDerivation(t *testing.T) {
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// A Sandbox's status is anyone's who may write sandboxes/status: the
+// endpoint the task gives prospero is the Sandbox's own Service, in the
+// task's namespace and the cluster's domain, and a serviceFQDN that names
+// anything else gives no endpoint at all.
+func TestTheEndpointIsTheSandboxsOwnServiceOnly(t *testing.T) {
+	const own = "fix-bug-sbx.team.svc.cluster.local"
+	corp := config.DefaultAgentSettings()
+	corp.ClusterDomain = "corp.example"
+	named := func(name string, sb *sandboxv1beta1.Sandbox) *sandboxv1beta1.Sandbox {
+		sb.Name = name
+		return sb
+	}
+	tests := map[string]struct {
+		// inputs
+		task     *calibanv1alpha1.CalibanTask
+		sandbox  *sandboxv1beta1.Sandbox
+		settings *config.AgentSettings
+		// expected
+		phase           calibanv1alpha1.TaskPhase
+		reason, message string
+		endpoint        string
+	}{
+		"the Sandbox's own Service is the endpoint": {
+			task: fxTask(), sandbox: fxSandbox(own, sbReady("True", "")),
+			phase: "Running", reason: ReasonRunning, message: "caliband is serving at " + own + ":8443", endpoint: own + ":8443",
+		},
+		"a claimed Sandbox's own Service is the endpoint": {
+			task: fxTask(), sandbox: named("ws-warm-x7k2p", fxSandbox("ws-warm-x7k2p.team.svc.cluster.local", sbReady("True", ""))),
+			phase: "Running", reason: ReasonRunning, message: "caliband is serving at ws-warm-x7k2p.team.svc.cluster.local:8443",
+			endpoint: "ws-warm-x7k2p.team.svc.cluster.local:8443",
+		},
+		"the cluster's domain is the operator's setting": {
+			task: fxTask(), sandbox: fxSandbox("fix-bug-sbx.team.svc.corp.example", sbReady("True", "")), settings: &corp,
+			phase: "Running", reason: ReasonRunning, message: "caliband is serving at fix-bug-sbx.team.svc.corp.example:8443",
+			endpoint: "fix-bug-sbx.team.svc.corp.example:8443",
+		},
+		"a host somewhere else is no endpoint": {
+			task: fxTask(), sandbox: fxSandbox("collector.example.com", sbReady("True", "")),
+			phase: "Provisioning", reason: ReasonServiceFQDNMismatch,
+			message: "Sandbox fix-bug-sbx reports serviceFQDN 'collector.example.com', and its Service is " + own +
+				" (CALIBAN_CLUSTER_DOMAIN 'cluster.local'): caliband is not reached anywhere else, so the task has no endpoint until agent-sandbox reports that name (its --cluster-domain and CALIBAN_CLUSTER_DOMAIN must agree)",
+		},
+		"another Service of the task's namespace is no endpoint": {
+			task: fxTask(), sandbox: fxSandbox("other-task-sbx.team.svc.cluster.local", sbReady("True", "")),
+			phase: "Provisioning", reason: ReasonServiceFQDNMismatch,
+		},
+		"the Sandbox's name in another namespace is no endpoint": {
+			task: fxTask(), sandbox: fxSandbox("fix-bug-sbx.attacker.svc.cluster.local", sbReady("True", "")),
+			phase: "Provisioning", reason: ReasonServiceFQDNMismatch,
+		},
+		"the Sandbox's name under another cluster domain is no endpoint": {
+			task: fxTask(), sandbox: fxSandbox(own, sbReady("True", "")), settings: &corp,
+			phase: "Provisioning", reason: ReasonServiceFQDNMismatch,
+		},
+		"a host with a port of its own is no endpoint": {
+			task: fxTask(), sandbox: fxSandbox(own+":9999", sbReady("True", "")),
+			phase: "Provisioning", reason: ReasonServiceFQDNMismatch,
+		},
+		"a Running task whose Sandbox reports another host drops to Provisioning": {
+			task: fxTask(func(t *calibanv1alpha1.CalibanTask) {
+				t.Status.Phase, t.Status.CalibandEndpoint = "Running", own+":8443"
+				t.Status.Conditions = []metav1.Condition{readyCond("True", "Running", "caliband is serving at "+own+":8443", tEarlier)}
+			}),
+			sandbox: fxSandbox("collector.example.com", sbReady("True", "")),
+			phase:   "Provisioning", reason: ReasonServiceFQDNMismatch,
+		},
+		"a Sandbox that is not ready is not ready, whatever host it reports": {
+			task: fxTask(), sandbox: fxSandbox("collector.example.com", sbReady("False", "Pod exists with phase: Pending")),
+			phase: "Provisioning", reason: ReasonSandboxNotReady, message: "Pod exists with phase: Pending",
+		},
+		"a draining task tells prospero only its own Service": {
+			task: fxTask(pinned, deletedAt(tStart)), sandbox: fxSandbox(own, sbReady("True", "")),
+			phase: "Draining", reason: ReasonDraining, endpoint: own + ":8443",
+		},
+		"a draining task whose Sandbox reports another host has no endpoint": {
+			task: fxTask(pinned, deletedAt(tStart)), sandbox: fxSandbox("collector.example.com", sbReady("True", "")),
+			phase: "Draining", reason: ReasonDraining,
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			s := config.DefaultAgentSettings()
+			if tc.settings != nil {
+				s = *tc.settings
+			}
+			got := TaskStatus(TaskStatusInput{Task: tc.task, Pin: fxPin(), Posture: "supervised", Sandbox: observe(tc.sandbox), Now: tNow, DrainTimeout: time.Minute}, s)
+			ready := meta.FindStatusCondition(got.Conditions, ConditionReady)
+			if ready == nil {
+				t.Fatalf("no Ready condition in %+v", got)
+			}
+			if diff := cmp.Diff([]string{string(tc.phase), tc.reason, tc.endpoint}, []string{string(got.Phase), ready.Reason, got.CalibandEndpoint}); diff != "" {
+				t.Errorf("phase, Ready reason, endpoint (-want +got):\n%s", diff)
+			}
+			if tc.message != "" {
+				if diff := cmp.Diff(tc.message, ready.Message); diff != "" {
+					t.Errorf("Ready message (-want +got):\n%s", diff)
+				}
 			}
 		})
 	}

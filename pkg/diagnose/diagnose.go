@@ -136,6 +136,8 @@ func provisioning(in Input, reason, message string) Diagnosis {
 	switch {
 	case reason == builders.ReasonSandboxAPIUnavailable:
 		return Diagnosis{Waiting: "agent-sandbox to be installed (" + message + ")", Blocked: true}
+	case reason == builders.ReasonServiceFQDNMismatch:
+		return Diagnosis{Waiting: "agent-sandbox to report the Sandbox's own Service as its address (" + message + ")", Blocked: true}
 	case strings.HasPrefix(message, "retrying: "):
 		return Diagnosis{Waiting: "the apiserver to accept the task's children (" + message + ")", Blocked: true}
 	case in.Sandbox == nil && builders.IsWarm(in.Task):

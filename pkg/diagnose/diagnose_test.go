@@ -165,6 +165,13 @@ func TestTask(t *testing.T) {
 			},
 			want: Diagnosis{Waiting: "agent-sandbox to be installed (" + builders.SandboxAPIUnavailableMessage + ")", Blocked: true},
 		},
+		"a Provisioning task whose Sandbox reports another address waits for agent-sandbox to report its own": {
+			in: Input{
+				Task:    task(calibanv1alpha1.TaskProvisioning, ready(metav1.ConditionFalse, builders.ReasonServiceFQDNMismatch, "Sandbox fix-login-sbx reports serviceFQDN 'elsewhere'")),
+				Sandbox: sandbox(metav1.ConditionTrue, "DependenciesReady", "Pod is Ready"),
+			},
+			want: Diagnosis{Waiting: "agent-sandbox to report the Sandbox's own Service as its address (Sandbox fix-login-sbx reports serviceFQDN 'elsewhere')", Blocked: true},
+		},
 		"a Provisioning task whose Sandbox has no pod yet quotes the Sandbox's Ready condition": {
 			in: Input{
 				Task:    task(calibanv1alpha1.TaskProvisioning, ready(metav1.ConditionFalse, builders.ReasonSandboxNotReady, "Pod does not exist")),

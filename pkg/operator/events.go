@@ -40,6 +40,10 @@ const (
 	// EventSandboxAPIUnavailable: a task waits for agent-sandbox to be
 	// installed (Warning, once per wait).
 	EventSandboxAPIUnavailable = "SandboxAPIUnavailable"
+	// EventServiceFQDNMismatch: a task's Sandbox serves at an address that
+	// is not its own Service's, so the task is given no endpoint (Warning,
+	// once per message).
+	EventServiceFQDNMismatch = builders.ReasonServiceFQDNMismatch
 )
 
 // maxNoteBytes is the events.k8s.io/v1 limit on an Event's note.

@@ -1257,6 +1257,39 @@ func TestTheDrainEnds(t *testing.T) {
 	}
 }
 
+// An AgentsDrained message written while the task is not draining (by
+// anyone who may patch the status) is no checkpoint: it never reaches
+// status.checkpointRef, which only the operator writes, and the operator
+// writes nothing for it. Once the task drains, prospero's answer is
+// recorded.
+func TestACheckpointRefComesOnlyFromTheDrain(t *testing.T) {
+	f := lifecycleFixture(t)
+	c, tk := f.runningTask(onDelete(calibanv1alpha1.OnDeleteCheckpoint))
+	tk = f.edit(tk, "prospero", drained(metav1.ConditionTrue, builders.DrainedCheckpointed, "ckpt-forged", f.clock.Now()))
+	f.resetActions()
+	f.mustSync(c, tk)
+	if w := f.writes(); len(w) != 0 {
+		t.Errorf("an AgentsDrained message on a running task: writes %v, want none", w)
+	}
+	if got := f.storedTask(tk).Status.CheckpointRef; got != "" {
+		t.Errorf("a running task's checkpointRef is %q, want none", got)
+	}
+
+	// prospero takes its condition back before the task is deleted.
+	tk = f.edit(tk, "prospero", func(t *calibanv1alpha1.CalibanTask) {
+		meta.RemoveStatusCondition(&t.Status.Conditions, builders.ConditionAgentsDrained)
+	})
+	tk = f.deleteTask(tk)
+	f.mustSync(c, tk) // Draining
+	tk = f.feedTask(tk)
+	tk = f.edit(tk, "prospero", drained(metav1.ConditionTrue, builders.DrainedCheckpointed, "ckpt-1", f.clock.Now()))
+	f.resetActions()
+	f.mustSync(c, tk)
+	if got := lastStatus(t, f); got.CheckpointRef != "ckpt-1" || got.Phase != calibanv1alpha1.TaskDraining {
+		t.Errorf("the drain's status: checkpointRef %q, phase %s; want ckpt-1, Draining", got.CheckpointRef, got.Phase)
+	}
+}
+
 // A deleted task without the finalizer is the garbage collector's: the
 // sync sends nothing at all.
 func TestADeletedTaskWithoutTheFinalizerIsLeftAlone(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -20,6 +21,7 @@ import (
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanac "github.com/caliban-ai/caliban-operator/pkg/generated/applyconfiguration/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/codec"
+	"github.com/caliban-ai/caliban-operator/pkg/operator/freshness"
 	"github.com/caliban-ai/caliban-operator/pkg/operator/tracing"
 )
 
@@ -79,6 +81,9 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		}
 		return pendingWorkspaceRequeue, err
 	}
+	if d.Recheck {
+		c.recheckChildren(ctx, task.Namespace, task.Name, task.UID)
+	}
 	in := builders.TaskStatusInput{Task: task, Failure: d.Failure, Pin: d.Pin, Posture: d.Posture, PinSignature: d.PinSignature,
 		Now: metav1.NewTime(now), DrainTimeout: c.drainTimeout, Launch: d.Launch, Sandbox: seen.sandbox}
 	task, got, err := c.provision(ctx, task, &in, d, seen.claim)
@@ -107,7 +112,9 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		in.Sandbox, in.SandboxAPIMissing = got.sandbox, got.apiMissing
 	}
 	if got.relaunch != nil {
-		in.Launch = got.relaunch
+		// The operator's own change of path, signed with the pin as the
+		// launch decided at admission was.
+		in.Launch, in.PinSignature = got.relaunch, builders.SignPin(c.pinKey.Key, task.UID, in.Pin, got.relaunch.Type)
 	}
 	written, err := c.record(ctx, task, in, anyVersion)
 	switch {
@@ -132,6 +139,34 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		after = soonest(after, failureRequeue)
 	}
 	return soonest(after, wake), nil
+}
+
+// recheckChildren reads the task's own children from the apiserver, one GET
+// each, and has their cached verdicts taken again (freshness.Recheck): the
+// task is trusted again after a status someone else wrote, against which
+// the verdicts may have been taken. Only on that rare pass. A child that
+// cannot be read keeps its verdict, which costs at most an apply that
+// changes nothing.
+func (c *TaskController) recheckChildren(ctx context.Context, namespace, name string, uid types.UID) {
+	recheck := func(kind freshness.Kind, obj metav1.Object, err error) {
+		if err != nil {
+			return
+		}
+		if ref := metav1.GetControllerOf(obj); ref == nil || ref.UID != uid {
+			return
+		}
+		if err := c.children.Recheck(kind, obj); err != nil {
+			klog.FromContext(ctx).V(2).Info("Could not check a child again", "kind", kind, "name", obj.GetName(), "error", err)
+		}
+	}
+	sa, err := c.kube.CoreV1().ServiceAccounts(namespace).Get(ctx, builders.ServiceAccountName(name), metav1.GetOptions{})
+	recheck(freshness.ServiceAccount, sa, err)
+	np, err := c.kube.NetworkingV1().NetworkPolicies(namespace).Get(ctx, builders.NetworkPolicyName(name), metav1.GetOptions{})
+	recheck(freshness.NetworkPolicy, np, err)
+	if c.sandboxAPI.Served() {
+		sb, err := c.sandboxes.Sandboxes(namespace).Get(ctx, builders.SandboxName(name), metav1.GetOptions{})
+		recheck(freshness.Sandbox, sb, err)
+	}
 }
 
 // errNewerTask: the status write that must come before the children
@@ -233,12 +268,18 @@ type seen struct {
 
 // facts gathers what the decision reads besides the task (the Workspace,
 // its pool's offer and a claim made before the pin, while there is no
-// pin; the Secrets), and the task's claim and Sandbox.
+// pin; the children that show the path a pinned task took; the Secrets),
+// and the task's claim and Sandbox.
 func (c *TaskController) facts(ctx context.Context, task *calibanv1alpha1.CalibanTask) seen {
 	f := seen{TaskFacts: builders.TaskFacts{PinKey: c.pinKey, Secrets: secretGetter(ctx, c.kube, task.Namespace)}}
 	f.claim = c.claimOf(task)
 	f.sandbox = c.sandboxOf(task, f.claim)
 	if task.Status.ResolvedWorkspace != nil {
+		own := c.children.View(freshness.Sandbox, task.Namespace, builders.SandboxName(task.Name))
+		f.Launched = builders.LaunchChildren{
+			Claim:   f.claim != nil && f.claim.DeletionTimestamp == nil,
+			Sandbox: own != nil && metav1.IsControlledBy(own, task),
+		}
 		return f
 	}
 	// A missing Workspace is an answer (nil) for admission; a cache read
@@ -379,7 +420,8 @@ func (c *TaskController) report(ctx context.Context, task *calibanv1alpha1.Calib
 
 // warningOf is the reason of the Warning Event a status derived from in
 // (whose Ready condition is ready) calls for, "" for none: failures, a
-// passed deadline, and a task held up by a missing agent-sandbox.
+// passed deadline, a task held up by a missing agent-sandbox, and one
+// whose Sandbox reports an address that is not its own.
 func warningOf(in builders.TaskStatusInput, ready *metav1.Condition) string {
 	switch {
 	case ready == nil:
@@ -390,6 +432,8 @@ func warningOf(in builders.TaskStatusInput, ready *metav1.Condition) string {
 		return EventDeadlineExceeded
 	case in.SandboxAPIMissing:
 		return EventSandboxAPIUnavailable
+	case ready.Reason == builders.ReasonServiceFQDNMismatch:
+		return EventServiceFQDNMismatch
 	}
 	return ""
 }

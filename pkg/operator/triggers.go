@@ -22,8 +22,9 @@ import (
 // of nothing but the status fields the operator owns is the echo of its own
 // write, and a foreign edit of those fields is put back at the next resync;
 // except an edit of what the operator never writes twice or always derives
-// (the pin and its signature, requestedBy), which someone else made and
-// which the sync must answer now (docs/security.md#pins-the-operator-wrote).
+// (the pin and its signature, requestedBy, the type of the launch signed
+// with the pin), which someone else made and which the sync must answer now
+// (docs/security.md#pins-the-operator-wrote).
 func taskUpdateMatters(old, new *calibanv1alpha1.CalibanTask) bool {
 	return old.ResourceVersion == new.ResourceVersion || taskChangeMatters(old, new)
 }
@@ -44,13 +45,15 @@ func taskChangeMatters(old, new *calibanv1alpha1.CalibanTask) bool {
 
 // foreignStatusEdit reports an update the operator cannot have written: a
 // pin, or its signature, changed once written (the operator writes them
-// once), or a requestedBy that is not the annotation (the operator always
-// copies it). A pin written on a task that had none may be the echo of the
-// operator's own admission; an unpinned task is synced again within 30 s
-// anyway.
+// once), a launch of another type (the operator changes it only with a new
+// signature), or a requestedBy that is not the annotation (the operator
+// always copies it). A pin written on a task that had none may be the echo
+// of the operator's own admission; an unpinned task is synced again within
+// 30 s anyway.
 func foreignStatusEdit(old, new *calibanv1alpha1.CalibanTask) bool {
 	if old.Status.ResolvedWorkspace != nil && (old.Status.PinSignature != new.Status.PinSignature ||
-		!apiequality.Semantic.DeepEqual(old.Status.ResolvedWorkspace, new.Status.ResolvedWorkspace)) {
+		!apiequality.Semantic.DeepEqual(old.Status.ResolvedWorkspace, new.Status.ResolvedWorkspace) ||
+		builders.IsWarm(old) != builders.IsWarm(new)) {
 		return true
 	}
 	return new.Status.ResolvedWorkspace != nil && new.Status.RequestedBy != builders.RequestedBy(new)

@@ -93,6 +93,23 @@ func TestTaskUpdateMatters(t *testing.T) {
 			change: func(t *calibanv1alpha1.CalibanTask) { t.ResourceVersion, t.Status.PinSignature = "11", "v1:other" },
 			want:   true,
 		},
+		"a launch of another type once pinned matters": {
+			before: pinned,
+			change: func(t *calibanv1alpha1.CalibanTask) {
+				t.ResourceVersion, t.Status.Launch = "11", &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm}
+			},
+			want: true,
+		},
+		"the echo of a claim the operator recorded does not": {
+			before: func(t *calibanv1alpha1.CalibanTask) {
+				pinned(t)
+				t.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm}
+			},
+			change: func(t *calibanv1alpha1.CalibanTask) {
+				t.ResourceVersion = "11"
+				t.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm, Claim: &calibanv1alpha1.ClaimReference{Name: "c", UID: "u"}}
+			},
+		},
 		"a requestedBy that is not the annotation matters": {
 			before: pinned,
 			change: func(t *calibanv1alpha1.CalibanTask) { t.ResourceVersion, t.Status.RequestedBy = "11", "mallory" },

@@ -5,12 +5,16 @@ package charts_test
 
 import (
 	"maps"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -150,5 +154,57 @@ func TestTheAdmissionComponentNamesTheReleasesOperator(t *testing.T) {
 	}
 	if !named {
 		t.Errorf("caliban-pod-labels's mayChange does not name %s and the release's operator: %v", agentSandbox, variables)
+	}
+}
+
+// The status policy guards every field of a task's status that the
+// operator writes, as manifests/admission and the chart render it: a field
+// the operator gains (status.launch, whose type decides between a claim
+// and a Sandbox of the task's own) is refused to other writers too, or
+// named here with the reason it need not be.
+func TestTheStatusPolicyGuardsEveryStatusFieldTheOperatorWrites(t *testing.T) {
+	notGuarded := map[string]string{
+		// Ready is guarded by a rule of its own; the other conditions are
+		// prospero's.
+		"conditions": "",
+		// When the phase was entered: read by the oldest-task metric and
+		// kubectl caliban, by no decision of the operator.
+		"phaseTransitionTime": "",
+	}
+	var want []string
+	status := reflect.TypeFor[calibanv1alpha1.CalibanTaskStatus]()
+	for i := range status.NumField() {
+		name, _, _ := strings.Cut(status.Field(i).Tag.Get("json"), ",")
+		if _, skip := notGuarded[name]; !skip {
+			want = append(want, name)
+		}
+	}
+	slices.Sort(want)
+	chart, _ := renderServed(t, nil)
+	for what, objs := range map[string][]*unstructured.Unstructured{"manifests/admission": kustomize(t, "manifests/admission"), "the operator chart": chart} {
+		var expr string
+		for _, o := range objs {
+			if o.GetKind() != "ValidatingAdmissionPolicy" || o.GetName() != "caliban-status" {
+				continue
+			}
+			variables, _, _ := unstructured.NestedSlice(o.Object, "spec", "variables")
+			for _, v := range variables {
+				if v := v.(map[string]any); v["name"] == "owned" {
+					expr, _ = v["expression"].(string)
+				}
+			}
+		}
+		tasks, _, found := strings.Cut(strings.TrimPrefix(expr, "variables.task ?"), "] :")
+		if !found {
+			t.Fatalf("%s: caliban-status has no list of a task's owned fields in %q", what, expr)
+		}
+		var got []string
+		for _, m := range regexp.MustCompile(`'([A-Za-z]+)'`).FindAllStringSubmatch(tasks, -1) {
+			got = append(got, m[1])
+		}
+		slices.Sort(got)
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s: the fields caliban-status guards in a task's status (-the operator's +guarded):\n%s", what, diff)
+		}
 	}
 }

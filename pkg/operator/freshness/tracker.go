@@ -210,6 +210,26 @@ func (t *Tracker) Carry(from, to *calibanv1alpha1.CalibanTask) {
 	t.memo.move(version{from.UID, from.ResourceVersion}, version{to.UID, to.ResourceVersion})
 }
 
+// Recheck takes the verdict on obj, a child of kind as read from the
+// apiserver, again against its task as the task cache holds it now, and
+// keeps it when the cache still has that very version of the child. A
+// verdict is taken when the child's event arrives; one taken against a
+// status someone else wrote (a flipped launch) and put back since would
+// otherwise stand until the child's next event, and every sync would
+// apply the child again, changing nothing, so making no event.
+func (t *Tracker) Recheck(kind Kind, obj metav1.Object) error {
+	cur := t.View(kind, obj.GetNamespace(), obj.GetName())
+	if cur == nil || cur.UID != obj.GetUID() || cur.ResourceVersion != obj.GetResourceVersion() {
+		// The cache has another version: its event brought a verdict of its own.
+		return nil
+	}
+	v, err := t.Transform(obj)
+	if err != nil {
+		return err
+	}
+	return t.stores[kind].Update(v)
+}
+
 // Forget drops what is known of a deleted task.
 func (t *Tracker) Forget(task *calibanv1alpha1.CalibanTask) { t.memo.forget(task.UID) }
 

@@ -232,7 +232,7 @@ func (f *floorClient) provision(ctx context.Context, key string) error {
 	pin := builders.PinWorkspace(task, &ws.Spec, provider)
 	status := builders.TaskStatus(builders.TaskStatusInput{
 		Task: task, Pin: pin, Posture: builders.RequestedPosture(task), Now: metav1.Now(),
-		PinSignature: builders.SignPin(floorPinKey.Key, task.UID, pin),
+		PinSignature: builders.SignPin(floorPinKey.Key, task.UID, pin, calibanv1alpha1.LaunchCold),
 	}, f.settings)
 	if err := f.applyStatus(ctx, task, status); err != nil {
 		return err

@@ -134,6 +134,15 @@ func TestTheAdmissionComponentGuardsWhatTheOperatorTrustsInStatus(t *testing.T) 
 				"another endpoint": {"status.calibandEndpoint", func() error {
 					return mergePatchStatusAs(w.client, "CalibanTask", ns, "task", map[string]any{"calibandEndpoint": "caliband.elsewhere.svc:8443"})
 				}},
+				// A cold task flipped to Warm would get a claim, and its
+				// NetworkPolicy would select the claim's pod, not its own.
+				"another launch": {"status.launch", func() error {
+					return applyStatusAs(w.client, "CalibanTask", ns, "task", map[string]any{"launch": map[string]any{"type": "Warm"}}, true)
+				}},
+				"another claim": {"status.launch", func() error {
+					return mergePatchStatusAs(w.client, "CalibanTask", ns, "task", map[string]any{"launch": map[string]any{
+						"claim": map[string]any{"name": "task-claim", "uid": "0b9c2d7e-5f41-4a8e-9d3c-6e2f1a7b8c90"}}})
+				}},
 			} {
 				err := write.do()
 				if err := framework.IsForbidden(err, write.field+": written only by the operator ("+operatorUser+")",
@@ -146,9 +155,10 @@ func TestTheAdmissionComponentGuardsWhatTheOperatorTrustsInStatus(t *testing.T) 
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := isRunning(got); err != nil || got.Status.ResolvedWorkspace.Provider.BaseURL != "" || got.Status.RequestedBy == "" {
-			t.Errorf("after the refused writes the task is %v, baseUrl %q, requestedBy %q", err,
-				got.Status.ResolvedWorkspace.Provider.BaseURL, got.Status.RequestedBy)
+		if err := isRunning(got); err != nil || got.Status.ResolvedWorkspace.Provider.BaseURL != "" || got.Status.RequestedBy == "" ||
+			got.Status.Launch == nil || got.Status.Launch.Type != calibanv1alpha1.LaunchCold || got.Status.Launch.Claim != nil {
+			t.Errorf("after the refused writes the task is %v, baseUrl %q, requestedBy %q, launch %+v", err,
+				got.Status.ResolvedWorkspace.Provider.BaseURL, got.Status.RequestedBy, got.Status.Launch)
 		}
 	})
 

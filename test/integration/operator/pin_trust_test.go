@@ -72,8 +72,8 @@ func TestTheOperatorRunsOnlyPinsItWroteAndReadsWhoAskedFromTheAnnotation(t *test
 		createReadyWorkspace(t, ns, "plain")
 		createTask(t, ns, "edited", "plain")
 		got := waitForTask(t, ns, "edited", settleTimeout, isRunning)
-		if !strings.HasPrefix(got.Status.PinSignature, "v1:") {
-			t.Fatalf("status.pinSignature %q, want the operator's v1 signature", got.Status.PinSignature)
+		if !strings.HasPrefix(got.Status.PinSignature, "v2:") {
+			t.Fatalf("status.pinSignature %q, want the operator's v2 signature (the pin with its launch)", got.Status.PinSignature)
 		}
 		pin, err := json.Marshal(got.Status.ResolvedWorkspace)
 		if err != nil {
