@@ -4,6 +4,7 @@
 package builders
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
@@ -335,6 +336,19 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
 			},
 		},
+		// A NetworkPolicy refuses them, but not on every apiserver, and a
+		// network plugin that reads the block with Go's net package takes
+		// each for its IPv4 form, ::ffff:0:0/96 for 0.0.0.0/0.
+		"a pinned IPv4-mapped entry is dropped, whatever it spells": {
+			pin: pin(pinEgress(
+				allow("::ffff:169.254.169.254/128", 80), allow("::ffff:a9fe:a9fe/128"), allow("10.0.0.0/8", 443),
+				allow("::ffff:0:0/96"), allow("::ffff:10.0.0.0/104"), allow("::ffff:0.0.0.0/80"),
+			)),
+			want: []networkingv1.NetworkPolicyEgressRule{
+				defaultDNSRule(),
+				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
+			},
+		},
 		"entries beside link-local are left as they are": {
 			pin: pin(pinEgress(allow("169.253.0.0/16"), allow("169.255.0.0/16"), allow("170.0.0.0/8"), allow("fec0::/10"), allow("fe40::/10"))),
 			want: []networkingv1.NetworkPolicyEgressRule{
@@ -369,18 +383,28 @@ func TestBuildNetworkPolicyAllowAllPodRuleIsAnEmptyNamespaceSelector(t *testing.
 }
 
 // admitsAddress reports whether some egress rule's ipBlock, or a rule
-// without destinations, lets traffic to addr out, on any port.
+// without destinations, lets traffic to addr out, on any port, as a
+// network plugin would read the blocks: either strictly (net/netip), or
+// with Go's net package, which reads an IPv4-mapped IPv6 block as the
+// IPv4 block it maps.
 func admitsAddress(rules []networkingv1.NetworkPolicyEgressRule, addr netip.Addr) bool {
-	for _, r := range rules {
-		if len(r.To) == 0 {
-			return true
-		}
-		for _, peer := range r.To {
-			if peer.IPBlock == nil || !netip.MustParsePrefix(peer.IPBlock.CIDR).Contains(addr) {
-				continue
-			}
-			if !slices.ContainsFunc(peer.IPBlock.Except, func(e string) bool { return netip.MustParsePrefix(e).Contains(addr) }) {
+	strict := func(cidr string) bool { return netip.MustParsePrefix(cidr).Contains(addr) }
+	legacy := func(cidr string) bool {
+		_, n, err := net.ParseCIDR(cidr)
+		return err == nil && n.Contains(net.IP(addr.AsSlice()))
+	}
+	for _, contains := range []func(string) bool{strict, legacy} {
+		for _, r := range rules {
+			if len(r.To) == 0 {
 				return true
+			}
+			for _, peer := range r.To {
+				if peer.IPBlock == nil || !contains(peer.IPBlock.CIDR) {
+					continue
+				}
+				if !slices.ContainsFunc(peer.IPBlock.Except, contains) {
+					return true
+				}
 			}
 		}
 	}
@@ -403,6 +427,18 @@ func TestBuildNetworkPolicyNeverAdmitsLinkLocal(t *testing.T) {
 		"a pin of the metadata address from before the rule": {
 			pin:  pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "169.254.169.254/32"}, calibanv1alpha1.EgressRule{CIDR: "fe80::a9fe:a9fe/128"}, calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8"})),
 			open: []string{"10.1.2.3"},
+		},
+		"a pin of the metadata address spelt as IPv4-mapped IPv6, from before the rule": {
+			pin: pin(pinEgress(
+				calibanv1alpha1.EgressRule{CIDR: "::ffff:169.254.169.254/128"}, calibanv1alpha1.EgressRule{CIDR: "::ffff:a9fe:a9fe/128"},
+				calibanv1alpha1.EgressRule{CIDR: "0:0:0:0:0:ffff:169.254.169.254/128"}, calibanv1alpha1.EgressRule{CIDR: "::ffff:169.254.0.0/112"},
+				calibanv1alpha1.EgressRule{CIDR: "::ffff:0:0/96"}, calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8"},
+			)),
+			open: []string{"10.1.2.3"},
+		},
+		"an allow-list of the world in halves": {
+			pin:  pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "0.0.0.0/1"}, calibanv1alpha1.EgressRule{CIDR: "128.0.0.0/1"})),
+			open: []string{"8.8.8.8", "169.253.255.255", "200.1.2.3"},
 		},
 	}
 	for name, test := range tests {
