@@ -71,8 +71,8 @@ func networkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.Resol
 }
 
 // egressRules are an agent pod's ways out: the cluster's DNS, plus
-// everything but link-local (no workspace egress) or the allow-list, less
-// link-local.
+// everything but link-local (no workspace egress) or the allow-list's TCP
+// ports, less link-local.
 func egressRules(allowList *calibanv1alpha1.Egress, s config.AgentSettings) []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	// Port 53 open to every address would carry anything past the
@@ -108,6 +108,12 @@ func egressRules(allowList *calibanv1alpha1.Egress, s config.AgentSettings) []*n
 		rule := networkingv1ac.NetworkPolicyEgressRule().WithTo(networkingv1ac.NetworkPolicyPeer().WithIPBlock(block))
 		for _, port := range allow.Ports {
 			rule.WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(port)))
+		}
+		// An allow entry opens TCP ports. Without ports it opens every
+		// one of them, and nothing else: a rule without ports would open
+		// every protocol (UDP, SCTP) to the CIDR.
+		if len(allow.Ports) == 0 {
+			rule.WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp))
 		}
 		egress = append(egress, rule)
 	}
