@@ -46,7 +46,7 @@ generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs (manifests/crds,
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod, a doc citing a missing file, a missing license or license header, a map of the code (docs/architecture.md) that misses a package, or a workflow actionlint rejects.
+verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod, a doc citing a missing file, a missing license or license header, a map of the code (docs/architecture.md) that misses a package, or a workflow actionlint rejects or whose actions are not pinned to commits.
 	$(PHASE) verify:codegen -- hack/verify-codegen.sh
 	$(PHASE) verify:checks -- $(MAKE) --no-print-directory verify-checks
 
@@ -59,9 +59,11 @@ verify-checks:
 	hack/fuzz_test.sh >/dev/null
 	hack/phase_test.sh >/dev/null
 	hack/e2e-kind_test.sh >/dev/null
+	hack/verify-actions-pinned_test.sh >/dev/null
 	hack/verify-doc-refs.sh
 	hack/verify-headers.sh
 	hack/verify-code-map.sh
+	hack/verify-actions-pinned.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
