@@ -144,9 +144,13 @@ image: ## Build the container image $(IMAGE):$(VERSION) with a Docker engine (ma
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed); make release builds the image without one" >&2; exit 1; }
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE_REF) .
 
+# The agent pods' images a release runs come from hack/release/agent-images.txt,
+# each pinned by tag and digest; RELEASE_CALIBAND_IMAGE and RELEASE_GIT_IMAGE
+# replace them for one build (ADR 0031).
 .PHONY: release
-release: ## Build release VERSION (vX.Y.Z) into dist/ with Go alone: the multi-arch image (OCI layout), caliban-operator.yaml, the charts, kubectl-caliban archives, krew manifest, notes, SHA256SUMS; then check them against each other.
-	$(GO) run ./hack/release -version "$(VERSION)" -image "$(IMAGE)" -registry "$(REGISTRY)" -out dist
+release: ## Build release VERSION (vX.Y.Z) into dist/ with Go alone: the multi-arch image (OCI layout), caliban-operator.yaml, the charts, kubectl-caliban archives, krew manifest, notes, SHA256SUMS; then check them against each other. Refuses agent images not pinned by digest (hack/release/agent-images.txt).
+	$(GO) run ./hack/release -version "$(VERSION)" -image "$(IMAGE)" -registry "$(REGISTRY)" -out dist \
+	  $(if $(RELEASE_CALIBAND_IMAGE),-caliband-image "$(RELEASE_CALIBAND_IMAGE)") $(if $(RELEASE_GIT_IMAGE),-git-image "$(RELEASE_GIT_IMAGE)")
 	$(GO) test -count=1 -tags release -run TestTheReleaseAgreesWithItself ./hack/release -args -dist "$(CURDIR)/dist"
 
 .PHONY: release-push
