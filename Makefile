@@ -46,7 +46,7 @@ generate: ## Regenerate clients, deepcopy, OpenAPI and the CRDs (manifests/crds,
 	hack/update-codegen.sh
 
 .PHONY: verify
-verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod, a doc citing a missing file, a missing license or license header, a map of the code (docs/architecture.md) that misses a package, or a workflow actionlint rejects.
+verify: ## Fail on generated-code drift (regenerated with an empty module cache), gofmt, go vet, an untidy go.mod, a doc citing a missing file, a missing license or license header, a map of the code (docs/architecture.md) that misses a package, or a workflow actionlint rejects or whose actions are not pinned to commits.
 	$(PHASE) verify:codegen -- hack/verify-codegen.sh
 	$(PHASE) verify:checks -- $(MAKE) --no-print-directory verify-checks
 
@@ -59,9 +59,11 @@ verify-checks:
 	hack/fuzz_test.sh >/dev/null
 	hack/phase_test.sh >/dev/null
 	hack/e2e-kind_test.sh >/dev/null
+	hack/verify-actions-pinned_test.sh >/dev/null
 	hack/verify-doc-refs.sh
 	hack/verify-headers.sh
 	hack/verify-code-map.sh
+	hack/verify-actions-pinned.sh
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './bin/*')); \
 	  if [[ -n "$$unformatted" ]]; then echo "gofmt needed: $$unformatted" >&2; exit 1; fi
 	$(GO) vet ./...
@@ -142,9 +144,13 @@ image: ## Build the container image $(IMAGE):$(VERSION) with a Docker engine (ma
 	@command -v docker >/dev/null && docker info >/dev/null 2>&1 || { echo "make image needs a running Docker engine (docker info failed); make release builds the image without one" >&2; exit 1; }
 	docker build --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) -t $(IMAGE_REF) .
 
+# The agent pods' images a release runs come from hack/release/agent-images.txt,
+# each pinned by tag and digest; RELEASE_CALIBAND_IMAGE and RELEASE_GIT_IMAGE
+# replace them for one build (ADR 0031).
 .PHONY: release
-release: ## Build release VERSION (vX.Y.Z) into dist/ with Go alone: the multi-arch image (OCI layout), caliban-operator.yaml, the charts, kubectl-caliban archives, krew manifest, notes, SHA256SUMS; then check them against each other.
-	$(GO) run ./hack/release -version "$(VERSION)" -image "$(IMAGE)" -registry "$(REGISTRY)" -out dist
+release: ## Build release VERSION (vX.Y.Z) into dist/ with Go alone: the multi-arch image (OCI layout), caliban-operator.yaml, the charts, kubectl-caliban archives, krew manifest, notes, SHA256SUMS; then check them against each other. Refuses agent images not pinned by digest (hack/release/agent-images.txt).
+	$(GO) run ./hack/release -version "$(VERSION)" -image "$(IMAGE)" -registry "$(REGISTRY)" -out dist \
+	  $(if $(RELEASE_CALIBAND_IMAGE),-caliband-image "$(RELEASE_CALIBAND_IMAGE)") $(if $(RELEASE_GIT_IMAGE),-git-image "$(RELEASE_GIT_IMAGE)")
 	$(GO) test -count=1 -tags release -run TestTheReleaseAgreesWithItself ./hack/release -args -dist "$(CURDIR)/dist"
 
 .PHONY: release-push

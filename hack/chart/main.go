@@ -30,6 +30,8 @@ func main() {
 	var img imageStamp
 	flag.StringVar(&img.repository, "repository", "", "the operator chart's image repository, when not the tree's (make release: IMAGE)")
 	flag.StringVar(&img.digest, "digest", "", "the operator chart's image digest, sha256:... (make release: the built image's)")
+	flag.StringVar(&img.calibandImage, "caliband-image", "", "the operator chart's agent.calibandImage, when not the tree's (make release: the pinned one)")
+	flag.StringVar(&img.gitImage, "git-image", "", "the operator chart's agent.gitImage, when not the tree's (make release: the pinned one)")
 	flag.Parse()
 	charts := flag.Args()
 	if len(charts) == 0 {
@@ -42,9 +44,10 @@ func main() {
 }
 
 // imageStamp is what the operator chart's package says of its image beyond
-// the tag: empty fields keep the tree's.
+// the tag, and of the agent pods' images: empty fields keep the tree's.
 type imageStamp struct {
-	repository, digest string
+	repository, digest      string
+	calibandImage, gitImage string
 }
 
 func run(version, out string, charts []string, img imageStamp) error {
@@ -100,9 +103,11 @@ func ChartVersion(version string) (string, error) {
 // lines of a chart's values.yaml that name the image in the tree;
 // withImageTag replaces them in the packaged copy.
 const (
-	treeTagLine        = "  tag: "
-	treeRepositoryLine = "  repository: ghcr.io/caliban-ai/caliban-operator\n"
-	treeDigestLine     = "  digest: \"\"\n"
+	treeTagLine           = "  tag: "
+	treeCalibandImageLine = "  calibandImage: "
+	treeGitImageLine      = "  gitImage: "
+	treeRepositoryLine    = "  repository: ghcr.io/caliban-ai/caliban-operator\n"
+	treeDigestLine        = "  digest: \"\"\n"
 )
 
 // withImageTag returns the chart directory to package: dir itself when its
@@ -132,6 +137,19 @@ func withImageTag(dir, version, scratch string, img imageStamp) (string, error) 
 	}
 	if img.digest != "" {
 		stamps = append(stamps, struct{ line, value string }{treeDigestLine, fmt.Sprintf("  digest: %q\n", img.digest)})
+	}
+	// The agent images' lines are replaced whatever the tree names, as the
+	// tag's is.
+	for _, a := range []struct{ prefix, value string }{{treeCalibandImageLine, img.calibandImage}, {treeGitImageLine, img.gitImage}} {
+		if a.value == "" {
+			continue
+		}
+		if n := bytes.Count(values, []byte("\n"+a.prefix)); n != 1 {
+			return "", fmt.Errorf("%s/values.yaml: want exactly one %q line to stamp the agent image, found %d", dir, strings.TrimSpace(a.prefix), n)
+		}
+		i := bytes.Index(values, []byte("\n"+a.prefix)) + 1
+		line := string(values[i : i+bytes.IndexByte(values[i:], '\n')+1])
+		stamps = append(stamps, struct{ line, value string }{line, fmt.Sprintf("%s%q\n", a.prefix, a.value)})
 	}
 	for _, s := range stamps {
 		if n := bytes.Count(values, []byte(s.line)); n != 1 {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
 )
 
@@ -109,5 +110,26 @@ func TestRunStampsTheReleaseImage(t *testing.T) {
 	image, _ := ch.Values["image"].(map[string]any)
 	if image["repository"] != "registry.example/team/caliban-operator" || image["tag"] != "v1.2.3" || image["digest"] != digest {
 		t.Errorf("image %v, want the release's repository, tag and digest", image)
+	}
+}
+
+// make release stamps the agent images it pins into the operator chart,
+// so that the chart runs the agent pods as the install manifest does.
+func TestRunStampsThePinnedAgentImages(t *testing.T) {
+	out := t.TempDir()
+	caliband := "ghcr.io/caliban-ai/caliban:0.15.0@sha256:" + strings.Repeat("1a", 32)
+	git := "alpine/git:v2.54.0@sha256:" + strings.Repeat("2b", 32)
+	chart := filepath.Join("..", "..", "charts", "caliban-operator")
+	if err := run("v1.2.3", out, []string{chart}, imageStamp{calibandImage: caliband, gitImage: git}); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := loader.Load(filepath.Join(out, "caliban-operator-1.2.3.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent, _ := ch.Values["agent"].(map[string]any)
+	if diff := cmp.Diff(map[string]any{"calibandImage": caliband, "gitImage": git},
+		map[string]any{"calibandImage": agent["calibandImage"], "gitImage": agent["gitImage"]}); diff != "" {
+		t.Errorf("agent images (-want +got):\n%s", diff)
 	}
 }

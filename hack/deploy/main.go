@@ -45,7 +45,7 @@ func run(image, state string, reset bool) error {
 	if err != nil {
 		return err
 	}
-	out, err := manifests.Render(".", chosen)
+	out, err := manifests.Render(".", chosen, nil)
 	if err != nil {
 		return err
 	}

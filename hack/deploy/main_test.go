@@ -54,7 +54,7 @@ func TestAnImageWithoutTagOrDigestIsRefused(t *testing.T) {
 
 // What deploy renders runs the chosen image in the operator's Deployment.
 func TestTheRenderRunsTheChosenImage(t *testing.T) {
-	out, err := manifests.Render(filepath.Join("..", ".."), "kind.local/caliban-operator:e2e")
+	out, err := manifests.Render(filepath.Join("..", ".."), "kind.local/caliban-operator:e2e", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

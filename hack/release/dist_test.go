@@ -10,6 +10,7 @@ import (
 	"compress/gzip"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
+
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 // dist is the release directory make release wrote, whose artefacts
@@ -54,6 +57,20 @@ func TestTheReleaseAgreesWithItself(t *testing.T) {
 	if n := strings.Count(string(manifest), "image: "+pinned); n != 1 {
 		t.Errorf("%s names %s %d times, want the Deployment's once", installFile, pinned, n)
 	}
+	// The agent pods' images: pinned, and the manifest's and the chart's
+	// the ones release.json names (ADR 0031).
+	for _, setting := range agentImageSettings {
+		image := rec.AgentImages[setting]
+		if err := checkPinned(setting, image, recordFile); err != nil {
+			t.Error(err)
+		}
+		if n := strings.Count(string(manifest), fmt.Sprintf("name: %s\n          value: %s\n", setting, image)); n != 1 {
+			t.Errorf("%s sets %s to %s %d times, want the Deployment's once", installFile, setting, image, n)
+		}
+	}
+	if strings.Contains(string(manifest), ":latest") {
+		t.Errorf("%s names a :latest image", installFile)
+	}
 
 	var chartImage string
 	for _, c := range rec.Charts {
@@ -69,6 +86,11 @@ func TestTheReleaseAgreesWithItself(t *testing.T) {
 			continue
 		}
 		chartImage = img["repository"].(string) + ":" + img["tag"].(string) + "@" + img["digest"].(string)
+		agent, _ := ch.Values["agent"].(map[string]any)
+		got := agentImages{config.EnvCalibandImage: fmt.Sprint(agent["calibandImage"]), config.EnvGitImage: fmt.Sprint(agent["gitImage"])}
+		if diff := cmp.Diff(rec.AgentImages, got); diff != "" {
+			t.Errorf("%s: agent images (-release.json +chart):\n%s", c, diff)
+		}
 	}
 	if chartImage != pinned {
 		t.Errorf("the operator chart runs %q, want %s", chartImage, pinned)
@@ -97,7 +119,8 @@ func TestTheReleaseAgreesWithItself(t *testing.T) {
 
 	// Built again from the same commit, into another directory: one digest.
 	again := t.TempDir()
-	o := options{version: rec.Version, image: rec.Image, registry: rec.Registry, out: again, source: "https://github.com/caliban-ai/caliban-operator"}
+	o := options{version: rec.Version, image: rec.Image, registry: rec.Registry, out: again, source: "https://github.com/caliban-ai/caliban-operator",
+		calibandImage: rec.AgentImages[config.EnvCalibandImage], gitImage: rec.AgentImages[config.EnvGitImage]}
 	if err := o.run(); err != nil {
 		t.Fatal(err)
 	}

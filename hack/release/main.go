@@ -16,15 +16,23 @@
 //     of one commit have one digest; caliban-operator-image.tar, the same
 //     as one OCI archive (kind load image-archive);
 //   - caliban-operator.yaml: what `kubectl apply -k manifests/` installs,
-//     its Deployment running <image>:<version>@<digest>;
+//     its Deployment running <image>:<version>@<digest>, and the agent
+//     pods' images (CALIBAND_IMAGE, CALIBAN_GIT_IMAGE) those of
+//     hack/release/agent-images.txt, each pinned by tag and digest;
 //   - the two Helm charts, version and appVersion stamped, the operator
-//     chart's image repository, tag and digest the release's;
+//     chart's image repository, tag and digest the release's, and its
+//     agent images the same as the manifest's;
 //   - kubectl-caliban_<os>_<arch>.tar.gz for linux and darwin on amd64 and
 //     arm64, and caliban.yaml, the krew manifest filled from them;
 //   - RELEASE_NOTES, the version's CHANGELOG.md section (Unreleased for
 //     a version it does not name yet);
 //   - SHA256SUMS over every file above, and release.json, what push and
 //     the checks read.
+//
+// It refuses to build when an agent image is not pinned by tag and
+// digest (ADR 0031): -caliband-image and -git-image (make release:
+// RELEASE_CALIBAND_IMAGE, RELEASE_GIT_IMAGE) replace the file's for one
+// build, under the same rule.
 //
 // push sends the image and the charts of a release directory to the
 // registries release.json names (REGISTRY=, IMAGE=), with the
@@ -43,6 +51,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 )
 
 func main() {
@@ -63,6 +73,8 @@ func main() {
 	flag.StringVar(&o.registry, "registry", "", "the registry and path the charts are pushed under, as <registry>/charts/<chart> (make release: REGISTRY)")
 	flag.StringVar(&o.out, "out", "dist", "the directory the release is written to (emptied first)")
 	flag.StringVar(&o.source, "source", "https://github.com/caliban-ai/caliban-operator", "the repository the release is built from, as the image's label and the krew manifest's download links say")
+	flag.StringVar(&o.calibandImage, "caliband-image", "", "caliband's image, <repository>:<tag>@sha256:<digest>, instead of "+agentImagesFile+"'s (make release: RELEASE_CALIBAND_IMAGE)")
+	flag.StringVar(&o.gitImage, "git-image", "", "the clone step's git image, <repository>:<tag>@sha256:<digest>, instead of "+agentImagesFile+"'s (make release: RELEASE_GIT_IMAGE)")
 	flag.Parse()
 	if err := o.run(); err != nil {
 		fmt.Fprintf(os.Stderr, "release: %v\n", err)
@@ -73,6 +85,17 @@ func main() {
 // options are release's flags.
 type options struct {
 	version, image, registry, out, source string
+	// calibandImage and gitImage replace the agent images of
+	// agentImagesFile when set.
+	calibandImage, gitImage string
+}
+
+// agentImages is the release's agent images: the file's, with the flags'
+// instead where set, every one pinned by tag and digest.
+func (o options) agentImages(root string) (agentImages, error) {
+	return resolveAgentImages(root,
+		map[string]string{config.EnvCalibandImage: o.calibandImage, config.EnvGitImage: o.gitImage},
+		map[string]string{config.EnvCalibandImage: "-caliband-image (RELEASE_CALIBAND_IMAGE)", config.EnvGitImage: "-git-image (RELEASE_GIT_IMAGE)"})
 }
 
 // releaseVersion is what a release may be called: vX.Y.Z with an optional
@@ -88,6 +111,9 @@ type record struct {
 	Registry string            `json:"registry"`
 	Charts   []string          `json:"charts"`
 	Plugins  map[string]string `json:"plugins"`
+	// AgentImages are the agent pods' images, by setting, as the manifest
+	// and the chart run them.
+	AgentImages agentImages `json:"agentImages"`
 }
 
 func (o options) run() error {
@@ -101,6 +127,12 @@ func (o options) run() error {
 		return fmt.Errorf("REGISTRY is empty: the charts go to <REGISTRY>/charts")
 	}
 	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	// Checked before anything is built: a release without its agent
+	// images pinned is refused, not built and then found wanting.
+	agents, err := o.agentImages(root)
 	if err != nil {
 		return err
 	}
@@ -123,7 +155,7 @@ func (o options) run() error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(scratch) }()
-	rec := record{Version: o.version, Commit: commit, Image: o.image, Registry: o.registry, Plugins: map[string]string{}}
+	rec := record{Version: o.version, Commit: commit, Image: o.image, Registry: o.registry, Plugins: map[string]string{}, AgentImages: agents}
 
 	// The image.
 	binaries := map[string]string{}
@@ -153,14 +185,17 @@ func (o options) run() error {
 	say("image %s", pinned)
 
 	// The install manifest and the charts, both running that image.
-	manifest, err := installManifest(root, pinned)
+	for _, s := range agentImageSettings {
+		say("%s %s", s, agents[s])
+	}
+	manifest, err := installManifest(root, pinned, agents)
 	if err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(out, installFile), manifest, 0o644); err != nil {
 		return err
 	}
-	charts, err := packageCharts(root, out, o.version, o.image, rec.Digest)
+	charts, err := packageCharts(root, out, o.version, o.image, rec.Digest, agents)
 	if err != nil {
 		return err
 	}
@@ -255,9 +290,11 @@ func goBuild(root, platform, pkg, out, version, commit string) error {
 }
 
 // packageCharts packages charts/ into out with hack/chart, the operator
-// chart's image the release's, and returns the packages' names.
-func packageCharts(root, out, version, image, digest string) ([]string, error) {
-	cmd := exec.Command("go", "run", "./hack/chart", "-version", version, "-repository", image, "-digest", digest, "-out", out,
+// chart's image and agent images the release's, and returns the packages'
+// names.
+func packageCharts(root, out, version, image, digest string, agents agentImages) ([]string, error) {
+	cmd := exec.Command("go", "run", "./hack/chart", "-version", version, "-repository", image, "-digest", digest,
+		"-caliband-image", agents[config.EnvCalibandImage], "-git-image", agents[config.EnvGitImage], "-out", out,
 		"charts/caliban-crds", "charts/caliban-operator")
 	cmd.Dir = root
 	cmd.Stderr = os.Stderr

@@ -11,10 +11,10 @@ import (
 )
 
 // installManifest is manifests/ rendered as one YAML stream whose
-// Deployment runs image, a full reference pinned by tag and digest, under
-// a header naming the release.
-func installManifest(root, image string) ([]byte, error) {
-	out, err := manifests.Render(root, image)
+// Deployment runs image, a full reference pinned by tag and digest, and
+// renders the agent pods with agents, under a header naming the release.
+func installManifest(root, image string, agents agentImages) ([]byte, error) {
+	out, err := manifests.Render(root, image, agents)
 	if err != nil {
 		return nil, err
 	}

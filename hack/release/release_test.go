@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/caliban-ai/caliban-operator/hack/internal/manifests"
+	"github.com/caliban-ai/caliban-operator/pkg/config"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
@@ -153,9 +154,13 @@ func TestTheInstallManifestPinsTheImageAndRollsWithTheVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	templates := map[string]map[string]any{}
+	agents := agentImages{
+		config.EnvCalibandImage: config.DefaultCalibandImage + "@sha256:" + strings.Repeat("1a", 32),
+		config.EnvGitImage:      config.DefaultGitImage + "@sha256:" + strings.Repeat("2b", 32),
+	}
 	for _, version := range []string{"v1.2.3", "v1.2.4"} {
 		image := "registry.example/caliban-operator:" + version + "@sha256:" + strings.Repeat(version[len(version)-1:], 64)
-		out, err := installManifest(root, image)
+		out, err := installManifest(root, image, agents)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,6 +180,16 @@ func TestTheInstallManifestPinsTheImageAndRollsWithTheVersion(t *testing.T) {
 			if c["image"] != image {
 				t.Errorf("%s: the Deployment runs %v, want %s", version, c["image"], image)
 			}
+			got := agentImages{}
+			for _, e := range c["env"].([]any) {
+				e := e.(map[string]any)
+				if _, ok := agents[e["name"].(string)]; ok {
+					got[e["name"].(string)] = e["value"].(string)
+				}
+			}
+			if diff := cmp.Diff(agents, got); diff != "" {
+				t.Errorf("%s: the agent images the Deployment renders (-want +got):\n%s", version, diff)
+			}
 			templates[version] = tmpl
 		}
 		if kinds[0] != "CustomResourceDefinition" || !slices.Contains(kinds, "ClusterRole") || !slices.Contains(kinds, "Deployment") {
@@ -182,6 +197,11 @@ func TestTheInstallManifestPinsTheImageAndRollsWithTheVersion(t *testing.T) {
 		}
 		if strings.Contains(string(out), manifests.TreeImage+":latest") {
 			t.Errorf("%s: the manifest names the operator's :latest image", version)
+		}
+		// Nor any other image by "latest": the agent pods' images are the
+		// release's too (ADR 0031).
+		if strings.Contains(string(out), ":latest") {
+			t.Errorf("%s: the manifest names a :latest image", version)
 		}
 	}
 	// A new pod template is what makes the Deployment roll.
@@ -396,5 +416,121 @@ func TestNormalizedChartsAreTheSameBytes(t *testing.T) {
 	}
 	if sums[0] != sums[1] {
 		t.Errorf("two packages normalize to %s and %s", sums[0], sums[1])
+	}
+}
+
+// A release runs its agent images by tag and digest (ADR 0031): anything
+// else is refused, naming the setting, where it came from and what to
+// write instead.
+func TestAgentImagesMustBePinnedByTagAndDigest(t *testing.T) {
+	digest := "@sha256:" + strings.Repeat("0123456789abcdef", 4)
+	tests := map[string]struct {
+		image   string
+		wantErr string // "" for pinned
+	}{
+		"a tag and a digest":                {image: "ghcr.io/caliban-ai/caliban:0.15.0" + digest},
+		"a registry with a port and a path": {image: "registry.example:5000/team/git:v2.54.0" + digest},
+		"a Docker Hub image with a tag":     {image: "alpine/git:v2.54.0" + digest},
+		"a tag alone, as the tree names it": {image: "alpine/git:v2.54.0", wantErr: "F: CALIBAN_GIT_IMAGE alpine/git:v2.54.0 is not pinned by digest: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031); write the digest you checked (crane digest alpine/git:v2.54.0)"},
+		"latest":                            {image: "ghcr.io/caliban-ai/caliban:latest", wantErr: "F: CALIBAN_GIT_IMAGE ghcr.io/caliban-ai/caliban:latest names the tag latest, which says nothing of what it is: pin a release's tag and its digest"},
+		"latest, with a digest":             {image: "alpine/git:latest" + digest, wantErr: "F: CALIBAN_GIT_IMAGE alpine/git:latest" + digest + " names the tag latest, which says nothing of what it is: pin a release's tag and its digest"},
+		"no tag at all":                     {image: "alpine/git", wantErr: "F: CALIBAN_GIT_IMAGE alpine/git has no tag: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031)"},
+		"a registry port but no tag":        {image: "registry.example:5000/git", wantErr: "F: CALIBAN_GIT_IMAGE registry.example:5000/git has no tag: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031)"},
+		"a digest without a tag":            {image: "alpine/git" + digest, wantErr: "F: CALIBAN_GIT_IMAGE alpine/git" + digest + " has no tag: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031)"},
+		"a short digest":                    {image: "alpine/git:v2.54.0@sha256:0123abcd", wantErr: "F: CALIBAN_GIT_IMAGE alpine/git:v2.54.0@sha256:0123abcd is not <repository>:<tag>@sha256:<64 hex digits>: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031)"},
+		"a digest in upper case":            {image: "alpine/git:v2.54.0@sha256:" + strings.Repeat("ABCDEF0123456789", 4), wantErr: "F: CALIBAN_GIT_IMAGE alpine/git:v2.54.0@sha256:" + strings.Repeat("ABCDEF0123456789", 4) + " is not <repository>:<tag>@sha256:<64 hex digits>: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031)"},
+		"a placeholder of zeros":            {image: "alpine/git:v2.54.0@sha256:" + strings.Repeat("0", 64), wantErr: "F: CALIBAN_GIT_IMAGE alpine/git:v2.54.0@sha256:" + strings.Repeat("0", 64) + " has a placeholder digest: write the digest of the image itself"},
+		"another algorithm":                 {image: "alpine/git:v2.54.0@sha512:" + strings.Repeat("ab", 64), wantErr: "F: CALIBAN_GIT_IMAGE alpine/git:v2.54.0@sha512:" + strings.Repeat("ab", 64) + " is not <repository>:<tag>@sha256:<64 hex digits>: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031)"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			err := checkPinned(config.EnvGitImage, tc.image, "F")
+			got := ""
+			if err != nil {
+				got = err.Error()
+			}
+			if diff := cmp.Diff(tc.wantErr, got); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestReadAgentImages(t *testing.T) {
+	pinned := "@sha256:" + strings.Repeat("0123456789abcdef", 4)
+	tests := map[string]struct {
+		file    string
+		want    agentImages
+		wantErr string // after "<path>"
+	}{
+		"both settings, comments and blank lines": {
+			file: "# header\n\nCALIBAND_IMAGE ghcr.io/caliban-ai/caliban:0.15.0" + pinned + "  # caliban\nCALIBAN_GIT_IMAGE alpine/git:v2.54.0\n",
+			want: agentImages{config.EnvCalibandImage: "ghcr.io/caliban-ai/caliban:0.15.0" + pinned, config.EnvGitImage: "alpine/git:v2.54.0"},
+		},
+		"a setting missing":     {file: "CALIBAND_IMAGE a:1\n", wantErr: ": no CALIBAN_GIT_IMAGE line"},
+		"a setting twice":       {file: "CALIBAND_IMAGE a:1\nCALIBAND_IMAGE a:2\nCALIBAN_GIT_IMAGE g:1\n", wantErr: ":2: CALIBAND_IMAGE is given twice"},
+		"an unknown setting":    {file: "CALIBAND_IMAGE a:1\nCALIBAN_GIT_IMAGE g:1\nCALIBAN_OTHER_IMAGE o:1\n", wantErr: ":3: CALIBAN_OTHER_IMAGE is no agent image setting (CALIBAND_IMAGE, CALIBAN_GIT_IMAGE)"},
+		"a line of three words": {file: "CALIBAND_IMAGE a:1 b:2\n", wantErr: `:1: want <setting> <image>, got "CALIBAND_IMAGE a:1 b:2"`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "agent-images.txt")
+			if err := os.WriteFile(path, []byte(tc.file), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			got, err := readAgentImages(path)
+			gotErr := ""
+			if err != nil {
+				gotErr = strings.TrimPrefix(err.Error(), path)
+			}
+			if diff := cmp.Diff(tc.wantErr, gotErr); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.want, got); tc.wantErr == "" && diff != "" {
+				t.Errorf("images (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The file a release reads names the operator's own defaults, by the same
+// repository and tag: a release pins what the tree runs, and a default
+// moved without the file (or the file without the default) fails here.
+// The digests are the release's to fill in, so they are not checked: make
+// release refuses to build without them.
+func TestTheAgentImagesFilePinsTheOperatorsDefaults(t *testing.T) {
+	root, err := repoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	images, err := readAgentImages(filepath.Join(root, agentImagesFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := config.DefaultAgentSettings()
+	want := agentImages{config.EnvCalibandImage: s.CalibandImage, config.EnvGitImage: s.GitImage}
+	got := agentImages{}
+	for setting, image := range images {
+		got[setting], _, _ = strings.Cut(image, "@")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s's images without their digests (-the defaults +the file):\n%s", agentImagesFile, diff)
+	}
+}
+
+// make release refuses before it builds anything: no directory written, an
+// error naming each agent image not pinned and where it came from.
+func TestTheReleaseRefusesToBuildWithoutPinnedAgentImages(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "dist")
+	o := options{version: "v1.2.3", image: "registry.example/caliban-operator", registry: "registry.example", out: out,
+		calibandImage: "ghcr.io/caliban-ai/caliban:latest", gitImage: "alpine/git:v2.54.0"}
+	err := o.run()
+	want := "-caliband-image (RELEASE_CALIBAND_IMAGE): CALIBAND_IMAGE ghcr.io/caliban-ai/caliban:latest names the tag latest, which says nothing of what it is: pin a release's tag and its digest\n" +
+		"-git-image (RELEASE_GIT_IMAGE): CALIBAN_GIT_IMAGE alpine/git:v2.54.0 is not pinned by digest: a release runs its agent images as <repository>:<tag>@sha256:<digest> (ADR 0031); write the digest you checked (crane digest alpine/git:v2.54.0)"
+	if err == nil || err.Error() != want {
+		t.Errorf("error %v, want %q", err, want)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("%s was written (%v): the release was not refused before it built", out, err)
 	}
 }

@@ -71,8 +71,8 @@ func networkPolicy(task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.Resol
 }
 
 // egressRules are an agent pod's ways out: the cluster's DNS, plus
-// everything but link-local (no workspace egress) or the allow-list, less
-// link-local.
+// everything but link-local (no workspace egress) or the allow-list's TCP
+// ports, less link-local.
 func egressRules(allowList *calibanv1alpha1.Egress, s config.AgentSettings) []*networkingv1ac.NetworkPolicyEgressRuleApplyConfiguration {
 	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
 	// Port 53 open to every address would carry anything past the
@@ -109,6 +109,12 @@ func egressRules(allowList *calibanv1alpha1.Egress, s config.AgentSettings) []*n
 		for _, port := range allow.Ports {
 			rule.WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp).WithPort(intstr.FromInt32(port)))
 		}
+		// An allow entry opens TCP ports. Without ports it opens every
+		// one of them, and nothing else: a rule without ports would open
+		// every protocol (UDP, SCTP) to the CIDR.
+		if len(allow.Ports) == 0 {
+			rule.WithPorts(networkingv1ac.NetworkPolicyPort().WithProtocol(tcp))
+		}
 		egress = append(egress, rule)
 	}
 	return egress
@@ -132,8 +138,14 @@ var linkLocal = [...]netip.Prefix{netip.MustParsePrefix("169.254.0.0/16"), netip
 
 // linkLocalOverlap says how prefix meets the link-local ranges: inside is
 // the range prefix lies in or equals, around the range prefix strictly
-// contains; both are the zero Prefix when prefix is disjoint from them.
+// contains; both are the zero Prefix when prefix is disjoint from them. An
+// IPv4-mapped IPv6 prefix (::ffff:169.254.169.254/128) is taken for the
+// IPv4 prefix it maps, as a network plugin reading it with Go's net
+// package takes it.
 func linkLocalOverlap(prefix netip.Prefix) (inside, around netip.Prefix) {
+	if v4, ok := mappedIPv4(prefix); ok {
+		prefix = v4
+	}
 	prefix = prefix.Masked()
 	for _, ll := range linkLocal {
 		switch {
@@ -146,11 +158,25 @@ func linkLocalOverlap(prefix netip.Prefix) (inside, around netip.Prefix) {
 	return netip.Prefix{}, netip.Prefix{}
 }
 
+// mappedIPv4 is the IPv4 prefix an IPv4-mapped IPv6 prefix of at least
+// /96 stands for (::ffff:10.0.0.0/104 is 10.0.0.0/8); ok is false for any
+// other prefix.
+func mappedIPv4(prefix netip.Prefix) (v4 netip.Prefix, ok bool) {
+	if !prefix.Addr().Is4In6() || prefix.Bits() < 96 {
+		return netip.Prefix{}, false
+	}
+	return netip.PrefixFrom(prefix.Addr().Unmap(), prefix.Bits()-96), true
+}
+
 // egressIPBlock is the ipBlock of one egress.allow entry: a CIDR around a
-// link-local range leaves it out, and one inside a range is no block at
-// all (ok false). The Workspace validation refuses the latter; a pin taken
-// before that rule must not open it either. A CIDR netip cannot parse is
-// passed on as it is: the validation refused it, and the apiserver will.
+// link-local range leaves it out, and one inside a range, or written as an
+// IPv4-mapped IPv6 address, is no block at all (ok false). The Workspace
+// validation refuses both; a pin taken before those rules must not open
+// them either. An IPv4-mapped block is dropped whatever it maps: a strict
+// apiserver refuses it, and where one takes it, a network plugin may read
+// ::ffff:0:0/96 as 0.0.0.0/0, link-local included. A CIDR netip cannot
+// parse is passed on as it is: the validation refused it, and the
+// apiserver will.
 func egressIPBlock(cidr string) (block *networkingv1ac.IPBlockApplyConfiguration, ok bool) {
 	block = networkingv1ac.IPBlock().WithCIDR(cidr)
 	prefix, err := netip.ParsePrefix(cidr)
@@ -159,7 +185,7 @@ func egressIPBlock(cidr string) (block *networkingv1ac.IPBlockApplyConfiguration
 	}
 	inside, around := linkLocalOverlap(prefix)
 	switch {
-	case inside.IsValid():
+	case inside.IsValid(), prefix.Addr().Is4In6():
 		return nil, false
 	case around.IsValid():
 		block.WithExcept(around.String())

@@ -4,8 +4,11 @@
 package builders
 
 import (
+	"net"
 	"net/netip"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -103,6 +106,13 @@ func tcpPort(p int32) networkingv1.NetworkPolicyPort {
 	tcp := corev1.ProtocolTCP
 	port := intstr.FromInt32(p)
 	return networkingv1.NetworkPolicyPort{Protocol: &tcp, Port: &port}
+}
+
+// everyTCPPort is the ports of an allow entry that lists none: TCP, every
+// port, and no other protocol.
+func everyTCPPort() []networkingv1.NetworkPolicyPort {
+	tcp := corev1.ProtocolTCP
+	return []networkingv1.NetworkPolicyPort{{Protocol: &tcp}}
 }
 
 // dnsRule is the DNS egress rule: UDP and TCP 53 to the pods sel selects
@@ -300,12 +310,12 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 			pin:  pin(func(w *calibanv1alpha1.ResolvedWorkspace) { w.Egress = &calibanv1alpha1.Egress{} }),
 			want: []networkingv1.NetworkPolicyEgressRule{defaultDNSRule()},
 		},
-		"one rule per allow entry, in order, with TCP ports when listed": {
+		"one rule per allow entry, in order, with its TCP ports, or every TCP port when it lists none": {
 			pin: pin(pinEgress(allow("10.0.0.0/8", 443, 8080), allow("2001:db8::/32"), allow("192.168.1.7/32", 22))),
 			want: []networkingv1.NetworkPolicyEgressRule{
 				defaultDNSRule(),
 				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443), tcpPort(8080)}},
-				{To: to("2001:db8::/32")},
+				{To: to("2001:db8::/32"), Ports: everyTCPPort()},
 				{To: to("192.168.1.7/32"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(22)}},
 			},
 		},
@@ -314,8 +324,8 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 			want: []networkingv1.NetworkPolicyEgressRule{
 				defaultDNSRule(),
 				{To: to("0.0.0.0/0", "169.254.0.0/16"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
-				{To: to("169.0.0.0/8", "169.254.0.0/16")},
-				{To: to("169.254.0.0/15", "169.254.0.0/16")},
+				{To: to("169.0.0.0/8", "169.254.0.0/16"), Ports: everyTCPPort()},
+				{To: to("169.254.0.0/15", "169.254.0.0/16"), Ports: everyTCPPort()},
 			},
 		},
 		"an IPv6 entry around fe80::/10 leaves it out": {
@@ -323,7 +333,7 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 			want: []networkingv1.NetworkPolicyEgressRule{
 				defaultDNSRule(),
 				{To: to("::/0", "fe80::/10"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
-				{To: to("fe00::/8", "fe80::/10")},
+				{To: to("fe00::/8", "fe80::/10"), Ports: everyTCPPort()},
 			},
 		},
 		"a pinned entry inside or equal to a link-local range is dropped, the others kept": {
@@ -336,11 +346,25 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
 			},
 		},
+		// A NetworkPolicy refuses them, but not on every apiserver, and a
+		// network plugin that reads the block with Go's net package takes
+		// each for its IPv4 form, ::ffff:0:0/96 for 0.0.0.0/0.
+		"a pinned IPv4-mapped entry is dropped, whatever it spells": {
+			pin: pin(pinEgress(
+				allow("::ffff:169.254.169.254/128", 80), allow("::ffff:a9fe:a9fe/128"), allow("10.0.0.0/8", 443),
+				allow("::ffff:0:0/96"), allow("::ffff:10.0.0.0/104"), allow("::ffff:0.0.0.0/80"),
+			)),
+			want: []networkingv1.NetworkPolicyEgressRule{
+				defaultDNSRule(),
+				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
+			},
+		},
 		"entries beside link-local are left as they are": {
 			pin: pin(pinEgress(allow("169.253.0.0/16"), allow("169.255.0.0/16"), allow("170.0.0.0/8"), allow("fec0::/10"), allow("fe40::/10"))),
 			want: []networkingv1.NetworkPolicyEgressRule{
 				defaultDNSRule(),
-				{To: to("169.253.0.0/16")}, {To: to("169.255.0.0/16")}, {To: to("170.0.0.0/8")}, {To: to("fec0::/10")}, {To: to("fe40::/10")},
+				{To: to("169.253.0.0/16"), Ports: everyTCPPort()}, {To: to("169.255.0.0/16"), Ports: everyTCPPort()},
+				{To: to("170.0.0.0/8"), Ports: everyTCPPort()}, {To: to("fec0::/10"), Ports: everyTCPPort()}, {To: to("fe40::/10"), Ports: everyTCPPort()},
 			},
 		},
 	}
@@ -352,6 +376,91 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An allow entry opens TCP, as the Workspace's egress says: one without
+// ports opens every TCP port of its CIDR, and no UDP or SCTP port at all
+// (a NetworkPolicy rule without ports would open every protocol). A
+// Workspace without egress still opens every protocol: that is its
+// documented allow-everything default.
+func TestAnAllowEntryWithoutPortsOpensEveryTCPPortAndNoOtherProtocol(t *testing.T) {
+	tests := map[string]struct {
+		pin *calibanv1alpha1.ResolvedWorkspace
+		dst string
+		// open and shut are the protocol/port pairs that must reach dst,
+		// and those that must not
+		open, shut []string
+	}{
+		"an IPv4 entry without ports": {
+			pin: pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8"})), dst: "10.1.2.3",
+			open: []string{"TCP/22", "TCP/443", "TCP/65535"}, shut: []string{"UDP/53", "UDP/443", "UDP/5353", "SCTP/443"},
+		},
+		"an IPv6 entry without ports": {
+			pin: pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "2001:db8::/32"})), dst: "2001:db8::1",
+			open: []string{"TCP/1", "TCP/8080"}, shut: []string{"UDP/443", "SCTP/1"},
+		},
+		"an entry around link-local without ports": {
+			pin: pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "0.0.0.0/0"})), dst: "8.8.8.8",
+			open: []string{"TCP/443"}, shut: []string{"UDP/443", "UDP/123"},
+		},
+		"an entry with ports opens those TCP ports only": {
+			pin: pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8", Ports: []int32{443}})), dst: "10.1.2.3",
+			open: []string{"TCP/443"}, shut: []string{"TCP/80", "UDP/443"},
+		},
+		"no workspace egress opens every protocol, as documented": {
+			pin: pin(), dst: "8.8.8.8",
+			open: []string{"TCP/443", "UDP/443", "SCTP/443"},
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			np := convert[networkingv1.NetworkPolicy](t, BuildNetworkPolicy(task("refactor-auth"), test.pin, settings()))
+			dst := netip.MustParseAddr(test.dst)
+			check := func(conns []string, want bool) {
+				for _, c := range conns {
+					proto, port, _ := strings.Cut(c, "/")
+					n, _ := strconv.Atoi(port)
+					if got := admitsConnection(np.Spec.Egress, dst, corev1.Protocol(proto), int32(n)); got != want {
+						t.Errorf("%s to %s admitted: %t, want %t; egress %+v", c, dst, got, want, np.Spec.Egress)
+					}
+				}
+			}
+			check(test.open, true)
+			check(test.shut, false)
+		})
+	}
+}
+
+// admitsConnection reports whether an egress rule whose ipBlock admits
+// addr also admits protocol and port: a rule without ports admits every
+// protocol and port; a port entry without a port, every port of its
+// protocol (TCP when unset, as the apiserver defaults it).
+func admitsConnection(rules []networkingv1.NetworkPolicyEgressRule, addr netip.Addr, protocol corev1.Protocol, port int32) bool {
+	for _, r := range rules {
+		if !admitsAddress([]networkingv1.NetworkPolicyEgressRule{{To: r.To}}, addr) {
+			continue
+		}
+		if len(r.Ports) == 0 {
+			return true
+		}
+		for _, p := range r.Ports {
+			proto := corev1.ProtocolTCP
+			if p.Protocol != nil {
+				proto = *p.Protocol
+			}
+			if proto != protocol {
+				continue
+			}
+			end := port
+			if p.EndPort != nil {
+				end = *p.EndPort
+			}
+			if p.Port == nil || (port >= p.Port.IntVal && port <= max(end, p.Port.IntVal)) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // The allow-all pod rule must reach the apiserver as namespaceSelector: {}
@@ -370,18 +479,28 @@ func TestBuildNetworkPolicyAllowAllPodRuleIsAnEmptyNamespaceSelector(t *testing.
 }
 
 // admitsAddress reports whether some egress rule's ipBlock, or a rule
-// without destinations, lets traffic to addr out, on any port.
+// without destinations, lets traffic to addr out, on any port, as a
+// network plugin would read the blocks: either strictly (net/netip), or
+// with Go's net package, which reads an IPv4-mapped IPv6 block as the
+// IPv4 block it maps.
 func admitsAddress(rules []networkingv1.NetworkPolicyEgressRule, addr netip.Addr) bool {
-	for _, r := range rules {
-		if len(r.To) == 0 {
-			return true
-		}
-		for _, peer := range r.To {
-			if peer.IPBlock == nil || !netip.MustParsePrefix(peer.IPBlock.CIDR).Contains(addr) {
-				continue
-			}
-			if !slices.ContainsFunc(peer.IPBlock.Except, func(e string) bool { return netip.MustParsePrefix(e).Contains(addr) }) {
+	strict := func(cidr string) bool { return netip.MustParsePrefix(cidr).Contains(addr) }
+	legacy := func(cidr string) bool {
+		_, n, err := net.ParseCIDR(cidr)
+		return err == nil && n.Contains(net.IP(addr.AsSlice()))
+	}
+	for _, contains := range []func(string) bool{strict, legacy} {
+		for _, r := range rules {
+			if len(r.To) == 0 {
 				return true
+			}
+			for _, peer := range r.To {
+				if peer.IPBlock == nil || !contains(peer.IPBlock.CIDR) {
+					continue
+				}
+				if !slices.ContainsFunc(peer.IPBlock.Except, contains) {
+					return true
+				}
 			}
 		}
 	}
@@ -404,6 +523,18 @@ func TestBuildNetworkPolicyNeverAdmitsLinkLocal(t *testing.T) {
 		"a pin of the metadata address from before the rule": {
 			pin:  pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "169.254.169.254/32"}, calibanv1alpha1.EgressRule{CIDR: "fe80::a9fe:a9fe/128"}, calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8"})),
 			open: []string{"10.1.2.3"},
+		},
+		"a pin of the metadata address spelt as IPv4-mapped IPv6, from before the rule": {
+			pin: pin(pinEgress(
+				calibanv1alpha1.EgressRule{CIDR: "::ffff:169.254.169.254/128"}, calibanv1alpha1.EgressRule{CIDR: "::ffff:a9fe:a9fe/128"},
+				calibanv1alpha1.EgressRule{CIDR: "0:0:0:0:0:ffff:169.254.169.254/128"}, calibanv1alpha1.EgressRule{CIDR: "::ffff:169.254.0.0/112"},
+				calibanv1alpha1.EgressRule{CIDR: "::ffff:0:0/96"}, calibanv1alpha1.EgressRule{CIDR: "10.0.0.0/8"},
+			)),
+			open: []string{"10.1.2.3"},
+		},
+		"an allow-list of the world in halves": {
+			pin:  pin(pinEgress(calibanv1alpha1.EgressRule{CIDR: "0.0.0.0/1"}, calibanv1alpha1.EgressRule{CIDR: "128.0.0.0/1"})),
+			open: []string{"8.8.8.8", "169.253.255.255", "200.1.2.3"},
 		},
 	}
 	for name, test := range tests {

@@ -277,7 +277,7 @@ func TestBuildSandboxInitContainer(t *testing.T) {
 			settings: settings(),
 			want: []corev1.Container{{
 				Name:         "clone-workspace",
-				Image:        "alpine/git:latest",
+				Image:        config.DefaultGitImage,
 				Command:      []string{"/bin/sh", "-c", CloneScript([]calibanv1alpha1.Source{srcCaliban, srcDocs}, SourceCredentialsDir)},
 				VolumeMounts: []corev1.VolumeMount{{Name: "workspace", MountPath: "/work"}},
 				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{

@@ -185,14 +185,16 @@ func egressProblem(egress *calibanv1alpha1.Egress) string {
 		if err != nil {
 			return fmt.Sprintf("egress.allow[%d]: cidr '%s' is not an IPv4 or IPv6 CIDR", i, rule.CIDR)
 		}
-		if p := networkPolicyCIDRProblem(prefix); p != "" {
-			return fmt.Sprintf("egress.allow[%d]: cidr '%s' %s", i, rule.CIDR, p)
-		}
 		// A CIDR around a link-local range is rendered without it; one
 		// inside would be rendered as nothing, which the user would never
-		// learn of but from here.
+		// learn of but from here. Checked first, in every spelling (an
+		// IPv4-mapped one, host bits set): the other messages would suggest
+		// the link-local network as the fix.
 		if inside, _ := linkLocalOverlap(prefix); inside.IsValid() {
 			return fmt.Sprintf("egress.allow[%d]: cidr '%s' is link-local (%s), which agent pods may never reach", i, rule.CIDR, inside)
+		}
+		if p := networkPolicyCIDRProblem(prefix); p != "" {
+			return fmt.Sprintf("egress.allow[%d]: cidr '%s' %s", i, rule.CIDR, p)
 		}
 		for _, port := range rule.Ports {
 			if port < 1 || port > 65535 {
@@ -210,8 +212,8 @@ func networkPolicyCIDRProblem(prefix netip.Prefix) string {
 	addr := prefix.Addr()
 	switch {
 	case addr.Is4In6() && prefix.Bits() >= 96:
-		v4 := netip.PrefixFrom(addr.Unmap(), prefix.Bits()-96).Masked()
-		return fmt.Sprintf("is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses; write it as IPv4 ('%s')", v4)
+		v4, _ := mappedIPv4(prefix)
+		return fmt.Sprintf("is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses; write it as IPv4 ('%s')", v4.Masked())
 	case addr.Is4In6():
 		return "is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses"
 	case prefix != prefix.Masked():

@@ -4,6 +4,7 @@
 package builders
 
 import (
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -110,25 +111,30 @@ func FuzzValidateWorkspace(f *testing.F) {
 // accepts but the NetworkPolicy refuses leaves every task Provisioning, and
 // one refused here that the NetworkPolicy would take is a false alarm,
 // unless it is link-local, which the workspace refuses on its own account
-// and the renderer never opens.
+// (in every spelling, whatever else is wrong with it) and the renderer
+// never opens. Nothing rendered opens a link-local address, either as
+// net/netip reads the block or as Go's net package does, which takes an
+// IPv4-mapped block for the IPv4 one.
 func FuzzEgressCIDRAgreesWithNetworkPolicy(f *testing.F) {
 	for _, cidr := range []string{
 		"10.0.0.0/8", "10.0.0.1/8", "10.0.0.1/32", "0.0.0.0/0", "::/0", "2001:db8::/32", "2001:DB8::/32",
 		"2001:db8::1/32", "::ffff:10.0.0.0/104", "::ffff:0.0.0.0/80", "::1.2.3.4/128", "010.0.0.0/8",
 		"10.0.0.0/08", "fe80::1%eth0/64", "10.0.0.1", "10.0.0.0/33", "", " 10.0.0.0/8",
 		"169.254.169.254/32", "169.254.0.0/16", "169.0.0.0/8", "fe80::/10", "fe80::1/128", "fe00::/8",
+		"::ffff:169.254.169.254/128", "::ffff:a9fe:a9fe/128", "0:0:0:0:0:ffff:169.254.169.254/128", "::ffff:169.254.0.0/112",
+		"::ffff:0:0/96", "128.0.0.0/1", "169.254.169.254/24", "::169.254.169.254/128",
 	} {
 		f.Add(cidr)
 	}
 	f.Fuzz(func(t *testing.T, cidr string) {
 		problem := egressProblem(&calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: cidr}}})
 		refused := validation.IsValidCIDRForLegacyField(field.NewPath("cidr"), cidr, true, nil)
-		// Link-local is the workspace's own refusal: a NetworkPolicy would
-		// take it, so only the refusals besides it must agree.
+		if block, ok := egressIPBlock(cidr); ok {
+			opensLinkLocal(t, cidr, *block.CIDR, block.Except)
+		}
+		// Link-local is the workspace's own refusal, named before anything
+		// else wrong with the CIDR; only the refusals besides it must agree.
 		if strings.Contains(problem, "is link-local") {
-			if len(refused) > 0 {
-				t.Errorf("cidr %q: called link-local, but a NetworkPolicy refuses it anyway: %v", cidr, refused)
-			}
 			if _, ok := egressIPBlock(cidr); ok {
 				t.Errorf("cidr %q: refused as link-local, but rendered", cidr)
 			}
@@ -154,6 +160,29 @@ func FuzzEgressCIDRAgreesWithNetworkPolicy(f *testing.F) {
 			}
 		}
 	})
+}
+
+// opensLinkLocal fails the test when an ipBlock of cidr less except
+// admits a link-local address, read strictly or with Go's net package.
+func opensLinkLocal(t *testing.T, input, cidr string, except []string) {
+	t.Helper()
+	probes := []string{"169.254.0.0", "169.254.169.254", "169.254.255.255", "fe80::", "fe80::a9fe:a9fe", "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff"}
+	strict := func(block string, addr netip.Addr) bool {
+		p, err := netip.ParsePrefix(block)
+		return err == nil && p.Contains(addr)
+	}
+	legacy := func(block string, addr netip.Addr) bool {
+		_, n, err := net.ParseCIDR(block)
+		return err == nil && n.Contains(net.IP(addr.AsSlice()))
+	}
+	for _, contains := range []func(string, netip.Addr) bool{strict, legacy} {
+		for _, probe := range probes {
+			addr := netip.MustParseAddr(probe)
+			if contains(cidr, addr) && !slices.ContainsFunc(except, func(e string) bool { return contains(e, addr) }) {
+				t.Errorf("cidr %q: rendered as %q except %v, which admits %s", input, cidr, except, addr)
+			}
+		}
+	}
 }
 
 // FuzzEnvNameAgreesWithPods holds the env name check to the apiserver's

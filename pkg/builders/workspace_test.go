@@ -775,3 +775,58 @@ func withConditions(s calibanv1alpha1.WorkspaceStatus, conds ...metav1.Condition
 	s.Conditions = conds
 	return s
 }
+
+// The link-local promise holds for every way of writing an address: an
+// egress CIDR whose addresses lie in 169.254.0.0/16 or fe80::/10, however
+// it is spelt, fails naming the range. IPv4-mapped IPv6 spellings count,
+// because network plugins that read an ipBlock with Go's net package take
+// ::ffff:169.254.169.254/128 for 169.254.169.254/32. A CIDR around a range
+// passes (it is rendered without the range); an IPv4-mapped one fails as
+// such, naming its IPv4 form.
+func TestEveryLinkLocalSpellingFailsTheWorkspace(t *testing.T) {
+	v4 := "is link-local (169.254.0.0/16), which agent pods may never reach"
+	v6 := "is link-local (fe80::/10), which agent pods may never reach"
+	tests := map[string]struct {
+		cidr    string
+		problem string // after "egress.allow[0]: cidr '<cidr>' "; "" passes
+	}{
+		"the metadata address":                                  {cidr: "169.254.169.254/32", problem: v4},
+		"the metadata address as IPv4-mapped IPv6":              {cidr: "::ffff:169.254.169.254/128", problem: v4},
+		"the metadata address as IPv4-mapped IPv6 in hex":       {cidr: "::ffff:a9fe:a9fe/128", problem: v4},
+		"the metadata address as IPv4-mapped IPv6 in upper hex": {cidr: "::FFFF:A9FE:A9FE/128", problem: v4},
+		"the metadata address as IPv4-mapped IPv6, uncompressed": {
+			cidr: "0:0:0:0:0:ffff:169.254.169.254/128", problem: v4,
+		},
+		"the metadata address as IPv4-mapped IPv6, with leading zeros": {
+			cidr: "0000:0000:0000:0000:0000:ffff:a9fe:a9fe/128", problem: v4,
+		},
+		"the whole range as IPv4-mapped IPv6":                            {cidr: "::ffff:169.254.0.0/112", problem: v4},
+		"a part of the range as IPv4-mapped IPv6":                        {cidr: "::ffff:169.254.169.0/120", problem: v4},
+		"the metadata address with host bits beyond a /24":               {cidr: "169.254.169.254/24", problem: v4},
+		"an IPv6 link-local address":                                     {cidr: "fe80::a9fe:a9fe/128", problem: v6},
+		"an IPv6 link-local address at the end of the range":             {cidr: "febf:ffff:ffff:ffff:ffff:ffff:ffff:ffff/128", problem: v6},
+		"an IPv6 link-local address in upper case":                       {cidr: "FE80::1/128", problem: v6},
+		"a bare IPv4-mapped metadata address is not a CIDR at all":       {cidr: "0:0:0:0:0:ffff:169.254.169.254", problem: "is not an IPv4 or IPv6 CIDR"},
+		"a CIDR around the IPv4 range passes: it is rendered without it": {cidr: "128.0.0.0/1"},
+		"a CIDR around the IPv6 range passes: it is rendered without it": {cidr: "fe80::/9"},
+		"an IPv4-mapped CIDR around the range fails naming its IPv4 form": {
+			cidr: "::ffff:0:0/96", problem: "is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses; write it as IPv4 ('0.0.0.0/0')",
+		},
+		"an IPv4-mapped CIDR beside the range fails as IPv4-mapped": {
+			cidr: "::ffff:10.0.0.0/104", problem: "is an IPv4-mapped IPv6 address, which a NetworkPolicy refuses; write it as IPv4 ('10.0.0.0/8')",
+		},
+		"an IPv4-compatible spelling is another IPv6 address and passes": {cidr: "::169.254.169.254/128"},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			want := ""
+			if test.problem != "" {
+				want = "egress.allow[0]: cidr '" + test.cidr + "' " + test.problem
+			}
+			got := egressProblem(&calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{{CIDR: test.cidr}}})
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("problem (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

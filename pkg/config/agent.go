@@ -60,11 +60,26 @@ type AgentSettings struct {
 	AgentSeccompProfile corev1.SeccompProfileType
 }
 
+// The agent images of an empty environment: a release of each by tag,
+// never "latest", which Kubernetes pulls Always and which names whatever
+// was pushed last. A tag without a digest is pulled IfNotPresent. Releases
+// run them pinned by digest (hack/release/agent-images.txt, ADR 0031);
+// CALIBAND_IMAGE and CALIBAN_GIT_IMAGE override either.
+const (
+	// DefaultCalibandImage is caliban's release by its image tag (caliban
+	// tags its images with the bare semantic version).
+	DefaultCalibandImage = "ghcr.io/caliban-ai/caliban:0.15.0"
+	// DefaultGitImage is alpine/git's build of git 2.54.0 (alpine/git tags
+	// v<git version>). A community image: the clone step mounts every
+	// private source's credentials into it, so releases pin its digest.
+	DefaultGitImage = "alpine/git:v2.54.0"
+)
+
 // DefaultAgentSettings is the agent contract of an empty environment.
 func DefaultAgentSettings() AgentSettings {
 	return AgentSettings{
-		CalibandImage:      "ghcr.io/caliban-ai/caliban:latest",
-		GitImage:           "alpine/git:latest",
+		CalibandImage:      DefaultCalibandImage,
+		GitImage:           DefaultGitImage,
 		WorkspaceRoot:      "/work",
 		WorkspaceStorage:   resource.MustParse("10Gi"),
 		AgentUID:           10001,

@@ -72,8 +72,8 @@ func settingsMatchLines(want, got []string) []string {
 func TestDefault(t *testing.T) {
 	want := Settings{
 		AgentSettings: AgentSettings{
-			CalibandImage:      "ghcr.io/caliban-ai/caliban:latest",
-			GitImage:           "alpine/git:latest",
+			CalibandImage:      "ghcr.io/caliban-ai/caliban:0.15.0",
+			GitImage:           "alpine/git:v2.54.0",
 			WorkspaceRoot:      "/work",
 			WorkspaceStorage:   resource.MustParse("10Gi"),
 			AgentUID:           10001,
@@ -864,6 +864,27 @@ func TestParseRefuses(t *testing.T) {
 			}
 			if diff := cmp.Diff(Settings{}, got); diff != "" {
 				t.Errorf("settings returned with an error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The agent images an empty environment runs are a release, by tag: never
+// "latest" or no tag, which Kubernetes pulls Always and resolves to
+// whatever was pushed last, so that two pods of one task could run two
+// images. Releases pin them by digest on top (hack/release/agent-images.txt,
+// ADR 0031).
+func TestTheDefaultAgentImagesAreReleaseTagsNotLatest(t *testing.T) {
+	s := DefaultAgentSettings()
+	for name, ref := range map[string]string{EnvCalibandImage: s.CalibandImage, EnvGitImage: s.GitImage} {
+		t.Run(name, func(t *testing.T) {
+			nameTag, _, _ := strings.Cut(ref, "@")
+			i := strings.LastIndex(nameTag, ":")
+			if i < 0 || i < strings.LastIndex(nameTag, "/") {
+				t.Fatalf("%s defaults to %q, which has no tag", name, ref)
+			}
+			if tag := nameTag[i+1:]; tag == "latest" || tag == "" {
+				t.Errorf("%s defaults to %q: tag %q, want a release's", name, ref, tag)
 			}
 		})
 	}

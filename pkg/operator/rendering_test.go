@@ -89,7 +89,7 @@ func TestARestartWithOtherSettingsKeepsTheChildrenOfExistingTasks(t *testing.T) 
 		t.Fatal("the two settings have the same fingerprint")
 	}
 	first := renderedOf(t, f.lastSandboxApply())
-	if want := (rendered{Image: "ghcr.io/caliban-ai/caliban:latest", Storage: "10Gi", RenderedBy: oldFP, Mode: "Running", Port: 8443}); first != want {
+	if want := (rendered{Image: "ghcr.io/caliban-ai/caliban:0.15.0", Storage: "10Gi", RenderedBy: oldFP, Mode: "Running", Port: 8443}); first != want {
 		t.Fatalf("set-up: the Sandbox was applied as %+v, want %+v", first, want)
 	}
 

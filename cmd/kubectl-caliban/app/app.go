@@ -71,7 +71,9 @@ func Run(ctx context.Context, args []string, streams genericiooptions.IOStreams,
 	}
 	code, silent := cli.ExitCode(err)
 	if !silent {
-		fmt.Fprintf(streams.ErrOut, "error: %v\n", err)
+		// An error may quote the apiserver, which may quote what anyone
+		// wrote: escaped like everything else the plugin prints.
+		fmt.Fprintf(streams.ErrOut, "error: %s\n", cli.PrintableText(err.Error()))
 	}
 	return code
 }

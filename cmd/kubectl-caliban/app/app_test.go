@@ -47,3 +47,14 @@ func TestVersionIsTheStampedOne(t *testing.T) {
 		t.Errorf("--version: exit %d, output %q", code, out.String())
 	}
 }
+
+// An error may quote text that came from elsewhere (the apiserver's
+// answer, what someone wrote into an object, here a flag): its escape
+// sequences are shown, not sent to the terminal.
+func TestAnErrorIsPrintedEscaped(t *testing.T) {
+	var out, errOut bytes.Buffer
+	Run(context.Background(), []string{"get", "--x\x1b]52;c;ZXZpbA\x07\x1b[2J"}, genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, BuildInfo{})
+	if want := "error: unknown flag: --x\\x1b]52;c;ZXZpbA\\x07\\x1b[2J\n"; errOut.String() != want {
+		t.Errorf("stderr %q, want %q", errOut.String(), want)
+	}
+}

@@ -23,12 +23,17 @@ const TreeImage = "ghcr.io/caliban-ai/caliban-operator"
 
 // Render builds manifests/ under root (the CRDs, then the operator) as one
 // YAML stream whose Deployment runs image, or the tree's when image is
-// empty.
-func Render(root, image string) ([]byte, error) {
+// empty, with the literal values of its env entries named in env replaced
+// (a release's agent images).
+func Render(root, image string, env map[string]string) ([]byte, error) {
 	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 	m, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(root, "manifests"))
 	if err != nil {
 		return nil, fmt.Errorf("kustomize build manifests/: %w", err)
+	}
+	// Before the image: the operator's container is found by the tree's.
+	if err := setEnv(m, env); err != nil {
+		return nil, err
 	}
 	if image != "" {
 		if err := setImage(m, image); err != nil {
@@ -71,6 +76,63 @@ func setImage(m resmap.ResMap, image string) error {
 	}
 	if set == 0 {
 		return fmt.Errorf("manifests/: no Deployment container runs %s", TreeImage)
+	}
+	return nil
+}
+
+// setEnv replaces, in the container of the Deployment that runs TreeImage,
+// the literal value of each env entry env names, and fails when that
+// container has not exactly one such entry for a name: a renamed setting
+// must not ship a manifest that runs the tree's value.
+func setEnv(m resmap.ResMap, env map[string]string) error {
+	if len(env) == 0 {
+		return nil
+	}
+	set := map[string]int{}
+	for _, r := range m.Resources() {
+		if r.GetKind() != "Deployment" {
+			continue
+		}
+		containers, err := r.Pipe(yaml.Lookup("spec", "template", "spec", "containers"))
+		if err != nil || containers == nil {
+			continue
+		}
+		elements, err := containers.Elements()
+		if err != nil {
+			return err
+		}
+		for _, c := range elements {
+			current, err := c.Pipe(yaml.Lookup("image"))
+			if err != nil || current == nil {
+				continue
+			}
+			if repo, _, _ := strings.Cut(yaml.GetValue(current), ":"); repo != TreeImage {
+				continue
+			}
+			entries, err := c.Pipe(yaml.Lookup("env"))
+			if err != nil || entries == nil {
+				continue
+			}
+			items, err := entries.Elements()
+			if err != nil {
+				return err
+			}
+			for _, e := range items {
+				value, ok := env[yaml.GetValue(e.Field("name").Value)]
+				if !ok || e.Field("value") == nil {
+					continue
+				}
+				if err := e.PipeE(yaml.SetField("value", yaml.NewStringRNode(value))); err != nil {
+					return err
+				}
+				set[yaml.GetValue(e.Field("name").Value)]++
+			}
+		}
+	}
+	for name := range env {
+		if set[name] != 1 {
+			return fmt.Errorf("manifests/: the container running %s sets %s as a literal value %d times, want once", TreeImage, name, set[name])
+		}
 	}
 	return nil
 }

@@ -624,7 +624,7 @@ func schema_pkg_apis_caliban_v1alpha1_EgressRule(ref common.ReferenceCallback) c
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "ports are the TCP ports opened on cidr; empty opens every port.",
+							Description: "ports are the TCP ports opened on cidr; empty opens every TCP port (and no other protocol).",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{

@@ -144,6 +144,16 @@ func TestTheRenderedNetworkPolicyAppliesAndReadsBack(t *testing.T) {
 			}}
 			return s
 		}()},
+		// From before the Workspace refused them: the apiserver refuses an
+		// IPv4-mapped ipBlock, so rendering one would leave the task
+		// without a NetworkPolicy; the renderer drops it.
+		"a pin with IPv4-mapped entries, which it leaves out": {scenario: func() scenario {
+			s := minimalScenario()
+			s.pin.Egress = &calibanv1alpha1.Egress{Allow: []calibanv1alpha1.EgressRule{
+				{CIDR: "::ffff:169.254.169.254/128", Ports: []int32{80}}, {CIDR: "::ffff:0:0/96"}, {CIDR: "10.0.0.0/8"},
+			}}
+			return s
+		}()},
 		"DNS in another namespace, every pod of it": {scenario: func() scenario {
 			s := minimalScenario()
 			s.settings.DNSNamespace = "dns-system"

@@ -6,6 +6,7 @@ package commands
 import (
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 	"time"
 
@@ -57,7 +58,9 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 	// Each section is aligned on its own: a new tab writer per section,
 	// flushed when the next one starts.
 	tw := printers.GetNewTabWriter(w)
-	line := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", args...) }
+	// Every value printed goes through printableArgs: the formats are the
+	// plugin's, the values the cluster's.
+	line := func(format string, args ...any) { fmt.Fprintf(tw, format+"\n", printableArgs(args)...) }
 	section := func(format string, args ...any) {
 		_ = tw.Flush()
 		tw = printers.GetNewTabWriter(w)
@@ -173,8 +176,21 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintln(w, s.Diagnosis().Line())
+	_, err := fmt.Fprintln(w, cli.Printable(s.Diagnosis().Line()))
 	return err
+}
+
+// printableArgs is args with every string (of any string type: a phase, a
+// condition status, a UID) escaped for the terminal (cli.Printable).
+func printableArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if v := reflect.ValueOf(a); v.Kind() == reflect.String {
+			a = cli.Printable(v.String())
+		}
+		out[i] = a
+	}
+	return out
 }
 
 func workspaceState(s *Snapshot) string {

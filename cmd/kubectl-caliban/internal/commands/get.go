@@ -106,10 +106,10 @@ func PrintTable(w io.Writer, tasks []calibanv1alpha1.CalibanTask, now time.Time,
 		if t.Status.ResolvedWorkspace != nil {
 			model = t.Status.ResolvedWorkspace.Provider.Model
 		}
-		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", t.Name, t.Status.Phase, t.Status.PermissionPosture,
-			t.Spec.WorkspaceRef.Name, model, t.Status.CalibandEndpoint, age(t.CreationTimestamp, now))
+		row := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", printableArgs([]any{t.Name, t.Status.Phase, t.Status.PermissionPosture,
+			t.Spec.WorkspaceRef.Name, model, t.Status.CalibandEndpoint, age(t.CreationTimestamp, now)})...)
 		if withNamespace {
-			row = t.Namespace + "\t" + row
+			row = cli.Printable(t.Namespace) + "\t" + row
 		}
 		fmt.Fprintln(tw, row)
 	}

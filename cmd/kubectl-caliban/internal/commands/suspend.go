@@ -40,7 +40,7 @@ func NewSuspend(o *cli.Options, on bool) *cobra.Command {
 			if err != nil {
 				return cli.APIError(err, "applying spec.suspend=%t to CalibanTask %s/%s", on, ns, task.Name)
 			}
-			fmt.Fprintf(o.Streams.Out, "calibantask.caliban.caliban-ai.dev/%s %s\n", task.Name, done)
+			fmt.Fprintf(o.Streams.Out, "calibantask.caliban.caliban-ai.dev/%s %s\n", cli.Printable(task.Name), done)
 			return nil
 		},
 	}

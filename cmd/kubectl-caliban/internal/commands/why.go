@@ -29,10 +29,10 @@ func NewWhy(o *cli.Options) *cobra.Command {
 			// leaves the diagnosis with less to go on: say so beside the
 			// line rather than fail.
 			for _, p := range s.Problems {
-				fmt.Fprintf(o.Streams.ErrOut, "warning: could not read %s\n", p)
+				fmt.Fprintf(o.Streams.ErrOut, "warning: could not read %s\n", cli.Printable(p))
 			}
 			d := s.Diagnosis()
-			fmt.Fprintln(o.Streams.Out, d.Line())
+			fmt.Fprintln(o.Streams.Out, cli.Printable(d.Line()))
 			if d.Blocked {
 				return cli.SilentExit(cli.ExitWaiting)
 			}

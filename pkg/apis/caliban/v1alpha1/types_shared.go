@@ -159,7 +159,8 @@ type EgressRule struct {
 	// +kubebuilder:validation:MinLength=1
 	CIDR string `json:"cidr"`
 
-	// ports are the TCP ports opened on cidr; empty opens every port.
+	// ports are the TCP ports opened on cidr; empty opens every TCP port
+	// (and no other protocol).
 	// +optional
 	// +kubebuilder:validation:items:Minimum=1
 	// +kubebuilder:validation:items:Maximum=65535

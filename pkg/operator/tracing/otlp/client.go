@@ -83,8 +83,14 @@ func New(s config.TracingSettings, userAgent string) (*Client, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.TLSClientConfig = tlsConfig
 	c := &Client{
-		url:        s.Target(),
-		http:       &http.Client{Transport: transport},
+		url: s.Target(),
+		// A redirect is answered, never followed: net/http would send the
+		// export again, with the headers the variables set (credentials,
+		// as a rule), to whatever host the endpoint names, from https to
+		// http as well. The 3xx reaches outcome, which fails the export.
+		http: &http.Client{Transport: transport, CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		}},
 		header:     http.Header{},
 		timeout:    s.Export.Timeout,
 		gzip:       s.Export.Gzip,
@@ -293,12 +299,31 @@ func (httpProtocol) outcome(resp *http.Response) ([]byte, error) {
 	if resp.StatusCode == http.StatusOK {
 		return body, err
 	}
+	if isRedirect(resp) {
+		return nil, fmt.Errorf("OTLP/HTTP export: %s: %s", resp.Status, redirectProblem(resp))
+	}
 	failure := fmt.Errorf("OTLP/HTTP export: %s: %s", resp.Status, bytes.TrimSpace(body[:min(len(body), 512)]))
 	switch resp.StatusCode {
 	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		return nil, &retryable{err: failure, after: retryAfter(resp.Header.Get("Retry-After"))}
 	}
 	return nil, failure
+}
+
+// isRedirect reports whether the endpoint answered with a redirect.
+func isRedirect(resp *http.Response) bool {
+	return resp.StatusCode >= 300 && resp.StatusCode < 400
+}
+
+// redirectProblem says why a redirect fails the export, naming where it
+// points by scheme and host alone: its path and query are the other
+// server's, and may carry anything.
+func redirectProblem(resp *http.Response) string {
+	where := "another URL"
+	if u, err := resp.Location(); err == nil && u.Host != "" {
+		where = u.Scheme + "://" + u.Host
+	}
+	return "the endpoint redirects to " + where + "; the exporter follows no redirect, so that its headers reach no other host: set the endpoint to the URL that takes the spans"
 }
 
 // retryAfter reads a Retry-After header given in seconds; 0 for none.

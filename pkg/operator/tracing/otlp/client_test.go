@@ -9,6 +9,7 @@ import (
 	"crypto/tls"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -437,5 +438,117 @@ func TestTheEncodedRequestIsTheCollectorsMessage(t *testing.T) {
 	}
 	if _, err := exportRequest([]*tracepb.ResourceSpans{{SchemaUrl: "\xff"}}); err == nil {
 		t.Error("a batch protobuf cannot encode (invalid UTF-8) encoded without error")
+	}
+}
+
+// recorder is a server that records every request reaching it: the place
+// a redirect points to.
+type recorder struct {
+	mu  sync.Mutex
+	got []http.Header
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	r.got = append(r.got, req.Header.Clone())
+	r.mu.Unlock()
+	http.Error(w, "not a collector", http.StatusNotFound)
+}
+
+func (r *recorder) requests() []http.Header {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]http.Header(nil), r.got...)
+}
+
+// startRecorder serves plain HTTP/1.1 and h2c, so that it would see a
+// followed redirect of either protocol.
+func startRecorder(t *testing.T) (*recorder, *httptest.Server) {
+	t.Helper()
+	rec := &recorder{}
+	srv := httptest.NewUnstartedServer(rec)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return rec, srv
+}
+
+// An endpoint that answers with a redirect gets the export once, and the
+// export fails as a refusal does, naming where it was sent; the server
+// the redirect names never sees the request, nor its headers, which may
+// carry the collector's credentials. That holds from https to http too.
+func TestARedirectIsNotFollowedAndTheHeadersGoNowhereElse(t *testing.T) {
+	secret := map[string]string{"authorization": "Bearer t0ken", "x-api-key": "k3y"}
+	tests := map[string]struct {
+		protocol string
+		status   int
+		tls      bool
+		// wantErr is the error, %s being where the redirect points
+		wantErr string
+	}{
+		"OTLP/HTTP: 307 to another host": {
+			protocol: config.TracingProtocolHTTPProtobuf, status: http.StatusTemporaryRedirect,
+			wantErr: "OTLP/HTTP export: 307 Temporary Redirect: the endpoint redirects to %s; the exporter follows no redirect, so that its headers reach no other host: set the endpoint to the URL that takes the spans",
+		},
+		"OTLP/HTTP: 308 from https to http": {
+			protocol: config.TracingProtocolHTTPProtobuf, status: http.StatusPermanentRedirect, tls: true,
+			wantErr: "OTLP/HTTP export: 308 Permanent Redirect: the endpoint redirects to %s; the exporter follows no redirect, so that its headers reach no other host: set the endpoint to the URL that takes the spans",
+		},
+		"OTLP/HTTP: 302, which would turn the export into a GET": {
+			protocol: config.TracingProtocolHTTPProtobuf, status: http.StatusFound,
+			wantErr: "OTLP/HTTP export: 302 Found: the endpoint redirects to %s; the exporter follows no redirect, so that its headers reach no other host: set the endpoint to the URL that takes the spans",
+		},
+		"OTLP/HTTP: 301": {
+			protocol: config.TracingProtocolHTTPProtobuf, status: http.StatusMovedPermanently,
+			wantErr: "OTLP/HTTP export: 301 Moved Permanently: the endpoint redirects to %s; the exporter follows no redirect, so that its headers reach no other host: set the endpoint to the URL that takes the spans",
+		},
+		"OTLP/gRPC: 307 from https to http": {
+			protocol: config.TracingProtocolGRPC, status: http.StatusTemporaryRedirect, tls: true,
+			wantErr: "OTLP/gRPC export: HTTP 307 Temporary Redirect: the endpoint redirects to %s; the exporter follows no redirect, so that its headers reach no other host: set the endpoint to the URL that takes the spans",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			elsewhere, target := startRecorder(t)
+			var mu sync.Mutex
+			redirected := 0
+			redirect := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				redirected++
+				mu.Unlock()
+				http.Redirect(w, r, target.URL+r.URL.Path, tc.status)
+			}))
+			export := config.OTLPExport{Headers: secret}
+			if tc.tls {
+				redirect.EnableHTTP2 = true
+				redirect.StartTLS()
+				export.Certificate, export.CertificateVariable = caFile(t, redirect), "OTEL_EXPORTER_OTLP_CERTIFICATE"
+			} else {
+				redirect.Start()
+			}
+			t.Cleanup(redirect.Close)
+
+			err := newClient(t, settings(tc.protocol, redirect.URL, export)).UploadTraces(context.Background(), batch())
+			if diff := cmp.Diff(fmt.Sprintf(tc.wantErr, target.URL), errString(err)); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			mu.Lock()
+			if redirected != 1 {
+				t.Errorf("the redirecting endpoint got %d requests, want 1 (a redirect is final, not retried)", redirected)
+			}
+			mu.Unlock()
+			if got := elsewhere.requests(); len(got) != 0 {
+				t.Errorf("the redirect was followed: the other server got %d requests, with headers %v", len(got), got)
+			}
+
+			// The other server does see an export sent to it: its silence
+			// above is the client's doing.
+			_ = newClient(t, settings(tc.protocol, target.URL, config.OTLPExport{Headers: secret})).UploadTraces(context.Background(), batch())
+			if got := elsewhere.requests(); len(got) == 0 || headerValues(got[0], "x-api-key")[0] != "k3y" {
+				t.Errorf("an export sent to the other server directly: it recorded %v", got)
+			}
+		})
 	}
 }

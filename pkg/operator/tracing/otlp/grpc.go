@@ -53,6 +53,9 @@ func (grpcProtocol) request(msg []byte, gz bool, header http.Header) ([]byte, er
 }
 
 func (grpcProtocol) outcome(resp *http.Response) ([]byte, error) {
+	if isRedirect(resp) {
+		return nil, fmt.Errorf("OTLP/gRPC export: HTTP %s: %s", resp.Status, redirectProblem(resp))
+	}
 	if resp.StatusCode != http.StatusOK {
 		// Not a gRPC answer: a proxy's, mapped as gRPC maps HTTP statuses.
 		failure := fmt.Errorf("OTLP/gRPC export: HTTP %s", resp.Status)

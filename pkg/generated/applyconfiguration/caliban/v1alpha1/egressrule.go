@@ -14,7 +14,8 @@ package v1alpha1
 type EgressRuleApplyConfiguration struct {
 	// cidr is an IPv4 or IPv6 CIDR, for example 10.0.0.0/8 or 2001:db8::/32.
 	CIDR *string `json:"cidr,omitempty"`
-	// ports are the TCP ports opened on cidr; empty opens every port.
+	// ports are the TCP ports opened on cidr; empty opens every TCP port
+	// (and no other protocol).
 	Ports []int32 `json:"ports,omitempty"`
 }
 
