@@ -34,10 +34,6 @@ const (
 	agentSandboxUser      = "system:serviceaccount:" + agentSandboxNamespace + ":agent-sandbox-controller"
 )
 
-// labelTaskUID is the task's UID on its pod, by which task NetworkPolicies
-// are to select it; the component guards it already.
-const labelTaskUID = "caliban.caliban-ai.dev/task-uid"
-
 // TestTheAdmissionComponentGuardsAnAgentPodsIsolationLabels: with the
 // component, nobody but agent-sandbox's controller and the operator (and
 // system:masters) changes a label an agent pod's NetworkPolicies select it
@@ -80,7 +76,7 @@ func TestTheAdmissionComponentGuardsAnAgentPodsIsolationLabels(t *testing.T) {
 	}
 	sandboxHash := map[string]string{"agents.x-k8s.io/sandbox-name-hash": "81155143", "team": "a"}
 	pods := map[string]map[string]string{
-		"cold":      merged(builders.TaskLabels(task), map[string]string{labelTaskUID: string(task.UID)}, sandboxHash),
+		"cold":      merged(builders.TaskLabels(task), sandboxHash),
 		"unclaimed": merged(builders.WarmPoolLabels(ws), map[string]string{builders.LabelWarmPoolSandbox: "7d1f0c2a"}, sandboxHash),
 		"claimed":   merged(builders.WarmPoolLabels(ws), map[string]string{builders.LabelClaimUID: "5e0f3b1c-8d2a-4c6e-9f7b-1a2b3c4d5e6f"}, sandboxHash),
 		"plain":     {"team": "a"},
@@ -211,7 +207,7 @@ func TestTheAdmissionComponentGuardsAnAgentPodsIsolationLabels(t *testing.T) {
 		if err := patchLabels(asAgentSandbox, ns, "cold", map[string]any{builders.LabelTask: "renamed"}, "", metav1.PatchOptions{}); err != nil {
 			t.Errorf("agent-sandbox bringing a pod's labels to its template's: %v", err)
 		}
-		if err := patchLabels(asOperator, ns, "cold", map[string]any{labelTaskUID: nil}, "", metav1.PatchOptions{}); err != nil {
+		if err := patchLabels(asOperator, ns, "cold", map[string]any{builders.LabelTaskUID: nil}, "", metav1.PatchOptions{}); err != nil {
 			t.Errorf("the operator relabelling an agent pod: %v", err)
 		}
 		got, err := cluster.Kube.CoreV1().Pods(ns).Get(ctx, "unclaimed", metav1.GetOptions{})
@@ -243,7 +239,7 @@ func isolationLabelKeys(t *testing.T, task *calibanv1alpha1.CalibanTask) []strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := map[string]bool{labelTaskUID: true}
+	keys := map[string]bool{builders.LabelTaskUID: true}
 	selector := func(sel *metav1ac.LabelSelectorApplyConfiguration, withLabels bool) {
 		if sel == nil {
 			return
