@@ -156,6 +156,17 @@ func (r Renderer) SandboxOver(task *calibanv1alpha1.CalibanTask, pin *calibanv1a
 		}
 	}
 	kept.Spec = liveSpec.WithOperatingMode(mode)
+	// Its pod gets the UID label too, which agent-sandbox puts on the
+	// running pod in place: the first step of moving its NetworkPolicy
+	// from the name labels to the UID (ReselectedNetworkPolicy). A label
+	// is no part of what the agent runs.
+	if kept.Spec.PodTemplate == nil {
+		kept.Spec.PodTemplate = sandboxac.PodTemplate()
+	}
+	if kept.Spec.PodTemplate.Metadata == nil {
+		kept.Spec.PodTemplate.Metadata = sandboxac.PodMetadata()
+	}
+	kept.Spec.PodTemplate.Metadata.WithLabels(map[string]string{LabelTaskUID: string(task.UID)})
 	return kept, nil
 }
 

@@ -6,11 +6,13 @@ package operator
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	"k8s.io/klog/v2"
@@ -39,6 +41,7 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	}
 	defer recordRendered(ctx, want)
 	logger, ns := klog.FromContext(ctx), task.Namespace
+	var reselectAfter time.Duration
 	for _, child := range []struct {
 		kind freshness.Kind
 		name string
@@ -96,7 +99,17 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 			// operator's: never applied over.
 			return applied{}, nameTaken(child.kind.String(), child.name, view)
 		}
-		if want.Plan(child.kind, view, "") == freshness.Keep {
+		switch want.Plan(child.kind, view, "") {
+		case freshness.Keep:
+			continue
+		case freshness.Reselect:
+			waiting, err := c.reselectPolicy(ctx, ns, task.Name, task.UID)
+			if err != nil {
+				return applied{}, err
+			}
+			if waiting {
+				reselectAfter = reselectRequeue
+			}
 			continue
 		}
 		// A warm task's next sync comes as soon as agent-sandbox hands
@@ -130,7 +143,52 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 	if apierrors.IsNotFound(err) {
 		return applied{apiMissing: true}, nil
 	}
-	return applied{sandbox: sandbox}, err
+	return applied{sandbox: sandbox, after: reselectAfter}, err
+}
+
+// reselectRequeue is how soon a task whose NetworkPolicy still selects its
+// pod by name looks again whether the pod carries its UID label: no event
+// of the operator's caches says when agent-sandbox puts it there.
+const reselectRequeue = 5 * time.Second
+
+// reselectPolicy moves the NetworkPolicy of task (name, uid) from the
+// name labels to the UID (builders.ReselectedNetworkPolicy), once no pod
+// of the task can be left selected by no policy: the Sandbox's pod carries
+// the UID label, or there is no pod and the Sandbox's template gives the
+// next one the label. It reports that it is waiting for the label;
+// meanwhile the policy keeps selecting by name, as it did. A policy it
+// cannot move (not the task's, or with nothing the operator applied) is
+// left as it is.
+func (c *TaskController) reselectPolicy(ctx context.Context, ns, name string, uid types.UID) (bool, error) {
+	sandbox := builders.SandboxName(name)
+	pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, sandbox, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		if v := c.children.View(freshness.Sandbox, ns, sandbox); v == nil || v.ByName {
+			return true, nil
+		}
+	case err != nil:
+		return false, fmt.Errorf("reading the pod of Sandbox %s: %w", sandbox, err)
+	case pod.Labels[builders.LabelTaskUID] != string(uid):
+		return true, nil
+	}
+	policy := builders.NetworkPolicyName(name)
+	live, err := c.kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, policy, metav1.GetOptions{})
+	if err != nil {
+		return false, fmt.Errorf("reading NetworkPolicy %s: %w", policy, err)
+	}
+	if ref := metav1.GetControllerOf(live); ref == nil || ref.UID != uid {
+		return false, nil
+	}
+	np, ok, err := builders.ReselectedNetworkPolicy(live, uid)
+	if err != nil || !ok {
+		return false, err
+	}
+	klog.FromContext(ctx).V(2).Info("Moving NetworkPolicy to select its pod by the task's UID", "name", policy)
+	if _, err := apply(ctx, writeNetworkPolicy, c.kube.NetworkingV1().NetworkPolicies(ns), policy, np); err != nil {
+		return false, fmt.Errorf("applying NetworkPolicy %s: %w", policy, err)
+	}
+	return false, nil
 }
 
 // applySandbox applies the task's Sandbox when its plan says so: all of it

@@ -78,6 +78,11 @@ app.kubernetes.io/name: {{ include "caliban-operator.name" . }}
 - apiGroups: [""]
   resources: [secrets]
   verbs: [get]
+# A task's pod, read by name until it carries the task's UID label: only
+# then is a NetworkPolicy made before that label moved to it (ADR 0029).
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get]
 - apiGroups: [agents.x-k8s.io]
   resources: [sandboxes]
   verbs: [get, list, watch, create, patch, delete]

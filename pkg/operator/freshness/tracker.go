@@ -107,8 +107,14 @@ const (
 	// Apply: the child is missing, or does not hold what the task wants.
 	Apply
 	// ModeOnly: a Sandbox that holds what the task wants, or is kept,
-	// but is in another operatingMode.
+	// but is in another operatingMode, or is kept and its pod template
+	// lacks the task-UID label (ByName), which the apply adds
+	// (builders.Renderer.SandboxOver).
 	ModeOnly
+	// Reselect: a kept NetworkPolicy that selects its pod by the task's
+	// name: to be moved to the task's UID once the pod carries it
+	// (builders.ReselectedNetworkPolicy).
+	Reselect
 )
 
 // Want is what one sync wants of a task's children: their hashes, from the
@@ -156,6 +162,10 @@ func (w *Want) Plan(kind Kind, v *View, mode sandboxv1beta1.OperatingMode) Plan 
 		return Apply
 	case v.Sandbox != nil && mode != "" && v.Sandbox.Mode != mode:
 		return ModeOnly
+	case v.ByName && w.tracker.kept(kind, v) && kind == Sandbox:
+		return ModeOnly
+	case v.ByName && w.tracker.kept(kind, v) && kind == NetworkPolicy:
+		return Reselect
 	}
 	return Keep
 }
@@ -255,7 +265,7 @@ func (t *Tracker) Transform(obj any) (any, error) {
 		}
 		return v, nil
 	case *networkingv1.NetworkPolicy:
-		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Applied: appliedOfNonTask(o), meta: metaSum(o)}
+		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Applied: appliedOfNonTask(o), ByName: builders.SelectsPodByName(o), meta: metaSum(o)}
 		if task := t.pinnedOwner(o); task != nil {
 			v.Holds = t.verdict(NetworkPolicy, task, o, v, func(known string) (any, string, error) {
 				want, hash, err := t.renderer.NetworkPolicy(task, task.Status.ResolvedWorkspace, known)
@@ -269,7 +279,7 @@ func (t *Tracker) Transform(obj any) (any, error) {
 	case *sandboxv1beta1.Sandbox:
 		// A copy: a pointer into o would keep all of o, pod template and
 		// all, alive for as long as the view.
-		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Sandbox: builders.ObserveSandbox(o), meta: metaSum(o)}
+		v := &View{ObjectMeta: compactMeta(o), RenderedBy: t.renderedBy(o), Sandbox: builders.ObserveSandbox(o), ByName: builders.LabelsPodByName(o), meta: metaSum(o)}
 		if task := t.pinnedOwner(o); task != nil {
 			v.Holds = t.verdict(Sandbox, task, o, v, func(known string) (any, string, error) {
 				want, hash, err := t.renderer.Sandbox(task, task.Status.ResolvedWorkspace, known)

@@ -40,6 +40,12 @@ type View struct {
 	// task's lifecycle (suspend, finish, the deadline: the clock), the
 	// rest follows spec and pin, and only the rest is hashed.
 	Sandbox *builders.ObservedSandbox
+	// ByName: a NetworkPolicy that selects its pod by the task's name
+	// labels, or a Sandbox whose pod template lacks the task-UID label, as
+	// a task's children rendered before that label are
+	// (builders.SelectsPodByName, builders.LabelsPodByName). A kept one is
+	// moved over (Relabel, Reselect).
+	ByName bool
 	// meta sums the labels, annotations and owners the object had
 	// (metaSum), for Tracker.unchanged.
 	meta uint64
@@ -47,7 +53,7 @@ type View struct {
 
 // DeepCopyObject makes a View a runtime.Object, which a cache stores.
 func (v *View) DeepCopyObject() runtime.Object {
-	out := &View{TypeMeta: v.TypeMeta, Holds: v.Holds, RenderedBy: v.RenderedBy, Applied: v.Applied, meta: v.meta}
+	out := &View{TypeMeta: v.TypeMeta, Holds: v.Holds, RenderedBy: v.RenderedBy, Applied: v.Applied, ByName: v.ByName, meta: v.meta}
 	v.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if v.Sandbox != nil {
 		sb := *v.Sandbox

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
+	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	"github.com/caliban-ai/caliban-operator/test/framework"
 )
 
@@ -162,6 +165,7 @@ func TestTheCurrentBuildTakesOverThePreviousReleasesTasksWithoutRecreatingOrRewr
 	checkTaskStates(t, states, statesAfter, strayed)
 	checkChildrenKept(t, before, after)
 	checkNewWrites(t, before, after, newWrites)
+	checkSelectedByUID(t, ctx, ns, draining)
 
 	// The new build drives a child the previous release made: a suspended
 	// task resumed now runs again, on the same Sandbox.
@@ -232,6 +236,44 @@ func checkChildrenKept(t *testing.T, before, after map[string]child) {
 		if _, ok := before[key]; !ok {
 			t.Errorf("%s (of task %s, uid %s) appeared with the upgrade", key, after[key].Task, after[key].UID)
 		}
+	}
+}
+
+// checkSelectedByUID fails for every task but the draining one whose
+// NetworkPolicy, made by the previous release, still selects its pod by
+// name, or whose Sandbox's pod template lacks the task-UID label: the new
+// build moves them over (ADR 0029), the Sandbox first. The test bed runs
+// no pods, so no pod waits for its label.
+func checkSelectedByUID(t *testing.T, ctx context.Context, ns, draining string) {
+	t.Helper()
+	tasks, err := cluster.Caliban.CalibanV1alpha1().CalibanTasks(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var byName []string
+	for _, task := range tasks.Items {
+		if task.Name == draining {
+			continue
+		}
+		np, err := cluster.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, builders.NetworkPolicyName(task.Name), metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("task %s: %v", task.Name, err)
+			continue
+		}
+		if diff := cmp.Diff(map[string]string{builders.LabelTaskUID: string(task.UID)}, np.Spec.PodSelector.MatchLabels); diff != "" {
+			byName = append(byName, fmt.Sprintf("NetworkPolicy %s selects %v", np.Name, np.Spec.PodSelector.MatchLabels))
+		}
+		sb, err := cluster.Dynamic.Resource(sandboxes).Namespace(ns).Get(ctx, builders.SandboxName(task.Name), metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("task %s: %v", task.Name, err)
+			continue
+		}
+		if v, _, _ := unstructured.NestedString(sb.Object, "spec", "podTemplate", "metadata", "labels", builders.LabelTaskUID); v != string(task.UID) {
+			byName = append(byName, fmt.Sprintf("Sandbox %s's pod template has %s=%q", sb.GetName(), builders.LabelTaskUID, v))
+		}
+	}
+	if len(byName) > 0 {
+		t.Errorf("%d children of the previous release do not select or label the pod by the task's UID after the upgrade, e.g. %v", len(byName), byName[:min(5, len(byName))])
 	}
 }
 
