@@ -212,4 +212,3 @@ func TestAPolicyOfATaskWithoutAPodMovesOnceItsSandboxLabelsTheNextOne(t *testing
 		t.Errorf("the policy selects %v, want the task's UID", moved.Spec.PodSelector.MatchLabels)
 	}
 }
-
