@@ -43,11 +43,10 @@ func Render(root, image string, env map[string]string) ([]byte, error) {
 	return m.AsYaml()
 }
 
-// setImage points every container of the Deployment that runs TreeImage
-// at image, and fails when none does: a renamed image must not ship a
-// manifest that deploys the tree's.
-func setImage(m resmap.ResMap, image string) error {
-	set := 0
+// treeContainers are the containers of m's Deployments that run
+// TreeImage: the operator's.
+func treeContainers(m resmap.ResMap) ([]*yaml.RNode, error) {
+	var out []*yaml.RNode
 	for _, r := range m.Resources() {
 		if r.GetKind() != "Deployment" {
 			continue
@@ -58,24 +57,36 @@ func setImage(m resmap.ResMap, image string) error {
 		}
 		elements, err := containers.Elements()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		for _, c := range elements {
 			current, err := c.Pipe(yaml.Lookup("image"))
 			if err != nil || current == nil {
 				continue
 			}
-			if repo, _, _ := strings.Cut(yaml.GetValue(current), ":"); repo != TreeImage {
-				continue
+			if repo, _, _ := strings.Cut(yaml.GetValue(current), ":"); repo == TreeImage {
+				out = append(out, c)
 			}
-			if err := c.PipeE(yaml.SetField("image", yaml.NewStringRNode(image))); err != nil {
-				return err
-			}
-			set++
 		}
 	}
-	if set == 0 {
+	return out, nil
+}
+
+// setImage points every container of the Deployment that runs TreeImage
+// at image, and fails when none does: a renamed image must not ship a
+// manifest that deploys the tree's.
+func setImage(m resmap.ResMap, image string) error {
+	containers, err := treeContainers(m)
+	if err != nil {
+		return err
+	}
+	if len(containers) == 0 {
 		return fmt.Errorf("manifests/: no Deployment container runs %s", TreeImage)
+	}
+	for _, c := range containers {
+		if err := c.PipeE(yaml.SetField("image", yaml.NewStringRNode(image))); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -88,45 +99,29 @@ func setEnv(m resmap.ResMap, env map[string]string) error {
 	if len(env) == 0 {
 		return nil
 	}
+	containers, err := treeContainers(m)
+	if err != nil {
+		return err
+	}
 	set := map[string]int{}
-	for _, r := range m.Resources() {
-		if r.GetKind() != "Deployment" {
+	for _, c := range containers {
+		entries, err := c.Pipe(yaml.Lookup("env"))
+		if err != nil || entries == nil {
 			continue
 		}
-		containers, err := r.Pipe(yaml.Lookup("spec", "template", "spec", "containers"))
-		if err != nil || containers == nil {
-			continue
-		}
-		elements, err := containers.Elements()
+		items, err := entries.Elements()
 		if err != nil {
 			return err
 		}
-		for _, c := range elements {
-			current, err := c.Pipe(yaml.Lookup("image"))
-			if err != nil || current == nil {
+		for _, e := range items {
+			value, ok := env[yaml.GetValue(e.Field("name").Value)]
+			if !ok || e.Field("value") == nil {
 				continue
 			}
-			if repo, _, _ := strings.Cut(yaml.GetValue(current), ":"); repo != TreeImage {
-				continue
-			}
-			entries, err := c.Pipe(yaml.Lookup("env"))
-			if err != nil || entries == nil {
-				continue
-			}
-			items, err := entries.Elements()
-			if err != nil {
+			if err := e.PipeE(yaml.SetField("value", yaml.NewStringRNode(value))); err != nil {
 				return err
 			}
-			for _, e := range items {
-				value, ok := env[yaml.GetValue(e.Field("name").Value)]
-				if !ok || e.Field("value") == nil {
-					continue
-				}
-				if err := e.PipeE(yaml.SetField("value", yaml.NewStringRNode(value))); err != nil {
-					return err
-				}
-				set[yaml.GetValue(e.Field("name").Value)]++
-			}
+			set[yaml.GetValue(e.Field("name").Value)]++
 		}
 	}
 	for name := range env {
