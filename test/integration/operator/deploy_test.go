@@ -164,6 +164,9 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			{"patch", calibanv1alpha1.GroupName, "calibantasks", "", ns},
 			{"delete", calibanv1alpha1.GroupName, "calibantasks", "", ns},
 			{"get", "", "secrets", "", ns},
+			// A task's pod, by name, before its old NetworkPolicy moves to
+			// the task's UID.
+			{"get", "", "pods", "", ns},
 			{"create", "agents.x-k8s.io", "sandboxes", "", ns},
 			{"patch", "", "serviceaccounts", "", ns},
 			{"delete", "networking.k8s.io", "networkpolicies", "", ns},
@@ -184,7 +187,9 @@ func TestTheInstalledOperatorRunsOnItsOwnRBACAndNoMore(t *testing.T) {
 			{"patch", calibanv1alpha1.GroupName, "workspaces", "", ns},
 			{"create", calibanv1alpha1.GroupName, "workspaces", "", ns},
 			{"delete", calibanv1alpha1.GroupName, "workspaces", "", ns},
-			{"get", "", "pods", "", ns},
+			{"list", "", "pods", "", ns},
+			{"watch", "", "pods", "", ns},
+			{"patch", "", "pods", "", ns},
 			{"create", "", "pods", "", ns},
 			{"delete", "", "pods", "", ns},
 			{"get", "", "configmaps", "", ns},
