@@ -268,6 +268,9 @@ func isolationLabelKeys(t *testing.T, task *calibanv1alpha1.CalibanTask) []strin
 			}
 		}
 	}
+	// A policy made before the task-UID label selects the pod by the
+	// task's labels until it is moved to the UID (ADR 0029).
+	selector(metav1ac.LabelSelector().WithMatchLabels(builders.TaskLabels(task)), true)
 	if len(keys) < 7 {
 		t.Fatalf("the NetworkPolicies select agent pods by %v only", keys)
 	}
