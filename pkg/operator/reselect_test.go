@@ -5,14 +5,18 @@ package operator
 
 import (
 	"encoding/json"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
+	core "k8s.io/client-go/testing"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -210,5 +214,27 @@ func TestAPolicyOfATaskWithoutAPodMovesOnceItsSandboxLabelsTheNextOne(t *testing
 	}
 	if _, moved := f.servedChildren(tk); moved.Spec.PodSelector.MatchLabels[builders.LabelTaskUID] != string(tk.UID) {
 		t.Errorf("the policy selects %v, want the task's UID", moved.Spec.PodSelector.MatchLabels)
+	}
+}
+
+// A pod the operator may not read (a role without get on pods) keeps the
+// policy as it is, and the rest of the sync goes on: the Sandbox is still
+// relabelled, and the sync is no failure.
+func TestAPodTheOperatorMayNotReadKeepsThePolicyAndFailsNothing(t *testing.T) {
+	f := lifecycleFixture(t)
+	c, tk := f.runningTask()
+	f.earlierChildren(tk)
+	f.kube.PrependReactor("get", "pods", func(core.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), builders.SandboxName(tk.Name), errors.New("no get on pods"))
+	})
+	f.resetActions()
+	if after := f.mustSync(c, tk); after <= 0 || after > reselectRequeue {
+		t.Errorf("look again after %v, want within %v", after, reselectRequeue)
+	}
+	if diff := cmp.Diff([]string{"patch sandboxes fix-bug-sbx"}, f.writes()); diff != "" {
+		t.Errorf("writes (-want +got):\n%s", diff)
+	}
+	if _, np := f.servedChildren(tk); !builders.SelectsPodByName(np) {
+		t.Errorf("the policy selects %v, want the name labels still", np.Spec.PodSelector.MatchLabels)
 	}
 }

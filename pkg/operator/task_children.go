@@ -168,7 +168,11 @@ func (c *TaskController) reselectPolicy(ctx context.Context, ns, name string, ui
 			return true, nil
 		}
 	case err != nil:
-		return false, fmt.Errorf("reading the pod of Sandbox %s: %w", sandbox, err)
+		// Not the task's failure: the policy it has still selects its pod,
+		// and the rest of its sync (a suspend, a resume) must go on. A
+		// role without get on pods keeps it waiting, and says so here.
+		klog.FromContext(ctx).V(2).Info("Could not read the pod of a Sandbox; its NetworkPolicy keeps selecting it by name", "name", sandbox, "error", err)
+		return true, nil
 	case pod.Labels[builders.LabelTaskUID] != string(uid):
 		return true, nil
 	}
