@@ -175,13 +175,15 @@ func mappedIPv4(prefix netip.Prefix) (v4 netip.Prefix, ok bool) {
 // them either. An IPv4-mapped block is dropped whatever it maps: a strict
 // apiserver refuses it, and where one takes it, a network plugin may read
 // ::ffff:0:0/96 as 0.0.0.0/0, link-local included. A CIDR netip cannot
-// parse is passed on as it is: the validation refused it, and the
-// apiserver will.
+// parse is no block either: the validation refused it, and an apiserver
+// without strict CIDR validation would take spellings such as
+// 10.0.0.0/00, which a network plugin reading them with Go's net package
+// opens as 0.0.0.0/0.
 func egressIPBlock(cidr string) (block *networkingv1ac.IPBlockApplyConfiguration, ok bool) {
 	block = networkingv1ac.IPBlock().WithCIDR(cidr)
 	prefix, err := netip.ParsePrefix(cidr)
 	if err != nil {
-		return block, true
+		return nil, false
 	}
 	inside, around := linkLocalOverlap(prefix)
 	switch {

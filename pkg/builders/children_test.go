@@ -359,6 +359,15 @@ func TestBuildNetworkPolicyEgress(t *testing.T) {
 				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
 			},
 		},
+		// A lax apiserver takes a zero-padded prefix, and Go's net package
+		// reads 169.100.0.0/00 as 0.0.0.0/0, link-local included.
+		"a pinned entry that is no strict CIDR is dropped": {
+			pin: pin(pinEgress(allow("169.100.0.0/00", 80), allow("010.0.0.0/8"), allow("10.0.0.0/08"), allow("10.0.0.0/8", 443), allow("not-a-cidr"))),
+			want: []networkingv1.NetworkPolicyEgressRule{
+				defaultDNSRule(),
+				{To: to("10.0.0.0/8"), Ports: []networkingv1.NetworkPolicyPort{tcpPort(443)}},
+			},
+		},
 		"entries beside link-local are left as they are": {
 			pin: pin(pinEgress(allow("169.253.0.0/16"), allow("169.255.0.0/16"), allow("170.0.0.0/8"), allow("fec0::/10"), allow("fe40::/10"))),
 			want: []networkingv1.NetworkPolicyEgressRule{
