@@ -379,3 +379,40 @@ func TakeSandboxPatch(task *calibanv1alpha1.CalibanTask, claimUID types.UID, tem
 func jsonPointerEscape(key string) string {
 	return strings.ReplaceAll(strings.ReplaceAll(key, "~", "~0"), "/", "~1")
 }
+
+// DuplicateSandboxes are the Sandboxes among controlled, those a warm
+// task's claim (claimUID) controls, that agent-sandbox made beside the one
+// the claim's status names (named), and that serve no task: none is
+// named by the claim, carries the task's UID label (taskUID: the task took
+// it), or is being deleted. Nothing is a duplicate until the claim names
+// a Sandbox it controls: before that, any of them may be the one it
+// settles on. agent-sandbox v1.0.3 can adopt a pool Sandbox and then make
+// one from the template for the same claim (docs/warm-start.md#duplicates).
+func DuplicateSandboxes(claimUID types.UID, named string, taskUID types.UID, controlled []metav1.Object) []metav1.Object {
+	holds := slices.ContainsFunc(controlled, func(o metav1.Object) bool {
+		return o.GetName() == named && controlledBy(o, claimUID)
+	})
+	if named == "" || !holds {
+		return nil
+	}
+	var dups []metav1.Object
+	for _, o := range controlled {
+		if o.GetName() == named || !controlledBy(o, claimUID) || o.GetLabels()[LabelTaskUID] == string(taskUID) || o.GetDeletionTimestamp() != nil {
+			continue
+		}
+		dups = append(dups, o)
+	}
+	slices.SortFunc(dups, func(a, b metav1.Object) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return dups
+}
+
+func controlledBy(o metav1.Object, uid types.UID) bool {
+	ref := metav1.GetControllerOfNoCopy(o)
+	return ref != nil && ref.UID == uid
+}
+
+// DuplicateRemovedNote is the note of the Warning Event that says a
+// duplicate Sandbox of a warm task was removed.
+func DuplicateRemovedNote(duplicate, claim, named string) string {
+	return fmt.Sprintf("Sandbox '%s' was made for claim '%s' beside Sandbox '%s', which the task runs on; deleted it (an agent-sandbox adoption race, fixed upstream in v1.0.5)", duplicate, claim, named)
+}

@@ -415,3 +415,68 @@ func TestTakeSandboxPatchTestsOwnershipAndRenderingBeforeItWrites(t *testing.T) 
 		t.Errorf("jsonPointerEscape(a~b/c) = %q, want a~0b~1c", got)
 	}
 }
+
+func TestDuplicateSandboxes(t *testing.T) {
+	const claimUID, taskUID = types.UID("claim-uid"), types.UID("task-uid")
+	sandbox := func(name string, controller types.UID, labels map[string]string) metav1.Object {
+		o := &metav1.ObjectMeta{Name: name, UID: types.UID(name + "-uid"), Labels: labels}
+		if controller != "" {
+			yes := true
+			o.OwnerReferences = []metav1.OwnerReference{{APIVersion: "extensions.agents.x-k8s.io/v1beta1", Kind: "SandboxClaim", Name: "t-claim", UID: controller, Controller: &yes}}
+		}
+		return o
+	}
+	deleting := func(o metav1.Object) metav1.Object {
+		now := metav1.Now()
+		o.SetDeletionTimestamp(&now)
+		return o
+	}
+	tests := map[string]struct {
+		named      string
+		controlled []metav1.Object
+		want       []string
+	}{
+		"the Sandbox made from the template beside the adopted one is a duplicate": {
+			named:      "ws-warm-8ds2j",
+			controlled: []metav1.Object{sandbox("ws-warm-8ds2j", claimUID, nil), sandbox("t-claim", claimUID, nil)},
+			want:       []string{"t-claim"},
+		},
+		"a second adopted pool Sandbox is one too, and both are returned in name order": {
+			named:      "ws-warm-8ds2j",
+			controlled: []metav1.Object{sandbox("ws-warm-zz", claimUID, nil), sandbox("ws-warm-8ds2j", claimUID, nil), sandbox("t-claim", claimUID, nil)},
+			want:       []string{"t-claim", "ws-warm-zz"},
+		},
+		"nothing is a duplicate before the claim names a Sandbox": {
+			controlled: []metav1.Object{sandbox("ws-warm-8ds2j", claimUID, nil), sandbox("t-claim", claimUID, nil)},
+		},
+		"nothing is a duplicate while the named Sandbox is not the claim's": {
+			named:      "ws-warm-8ds2j",
+			controlled: []metav1.Object{sandbox("ws-warm-8ds2j", "another-claim", nil), sandbox("t-claim", claimUID, nil)},
+		},
+		"a Sandbox the task took is never a duplicate": {
+			named:      "ws-warm-8ds2j",
+			controlled: []metav1.Object{sandbox("ws-warm-8ds2j", claimUID, nil), sandbox("t-claim", claimUID, map[string]string{LabelTaskUID: string(taskUID)})},
+		},
+		"a Sandbox of another claim, or already being deleted, is left alone": {
+			named: "ws-warm-8ds2j",
+			controlled: []metav1.Object{sandbox("ws-warm-8ds2j", claimUID, nil), sandbox("other", "another-claim", nil),
+				deleting(sandbox("t-claim", claimUID, nil)), sandbox("orphan", "", nil)},
+		},
+		"another task's UID label does not protect it": {
+			named:      "ws-warm-8ds2j",
+			controlled: []metav1.Object{sandbox("ws-warm-8ds2j", claimUID, nil), sandbox("t-claim", claimUID, map[string]string{LabelTaskUID: "someone-else"})},
+			want:       []string{"t-claim"},
+		},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			var got []string
+			for _, o := range DuplicateSandboxes(claimUID, test.named, taskUID, test.controlled) {
+				got = append(got, o.GetName())
+			}
+			if diff := cmp.Diff(test.want, got); diff != "" {
+				t.Errorf("duplicates (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

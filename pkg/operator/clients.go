@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -98,6 +99,45 @@ func customResourceClient(base *rest.Config, gv schema.GroupVersion, scheme *run
 func NewSandboxInformer(client rest.Interface, namespace string, resync time.Duration, tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 	return cache.NewSharedIndexInformer(sandboxListWatch(client, namespace, tweak), &sandboxv1beta1.Sandbox{}, resync,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+}
+
+// NewClaimedSandboxInformer keeps the metadata of the Sandboxes that carry
+// agent-sandbox's claim label (builders.LabelClaimUID), whoever labelled
+// them otherwise, indexed by their controller's UID (controllerIndex).
+// Only metadata is kept: a pod template per Sandbox would cost the memory
+// the children's cache saves.
+func NewClaimedSandboxInformer(client rest.Interface, namespace string, resync time.Duration) cache.SharedIndexInformer {
+	inf := cache.NewSharedIndexInformer(sandboxListWatch(client, namespace, func(o *metav1.ListOptions) { o.LabelSelector = builders.LabelClaimUID }),
+		&sandboxv1beta1.Sandbox{}, resync, cache.Indexers{controllerIndex: indexByController})
+	// Set before the informer runs, so it cannot fail.
+	_ = inf.SetTransform(metadataOnly)
+	return inf
+}
+
+// controllerIndex indexes objects by the UID of their controller.
+const controllerIndex = "controller-uid"
+
+func indexByController(obj any) ([]string, error) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return nil, nil
+	}
+	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+		return []string{string(ref.UID)}, nil
+	}
+	return nil, nil
+}
+
+// metadataOnly keeps a Sandbox's object metadata, less its managed
+// fields.
+func metadataOnly(obj any) (any, error) {
+	sb, ok := obj.(*sandboxv1beta1.Sandbox)
+	if !ok {
+		return obj, nil
+	}
+	kept := &sandboxv1beta1.Sandbox{ObjectMeta: sb.ObjectMeta}
+	kept.ManagedFields = nil
+	return kept, nil
 }
 
 func sandboxListWatch(client rest.Interface, namespace string, tweak func(*metav1.ListOptions)) *cache.ListWatch {

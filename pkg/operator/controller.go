@@ -36,10 +36,14 @@ type Deps struct {
 	NetworkPolicies networkinginformers.NetworkPolicyInformer
 	// Sandboxes is agent-sandbox's Sandbox informer (NewSandboxInformer),
 	// run once SandboxAPI says the API is served.
-	Sandboxes  cache.SharedIndexInformer
-	SandboxAPI SandboxAPI
-	Warm       WarmPoolInformers
-	Settings   config.AgentSettings
+	Sandboxes cache.SharedIndexInformer
+	// ClaimedSandboxes is the metadata of every Sandbox a SandboxClaim
+	// made or adopted (NewClaimedSandboxInformer), run with Sandboxes;
+	// nil runs without the duplicate check.
+	ClaimedSandboxes cache.SharedIndexInformer
+	SandboxAPI       SandboxAPI
+	Warm             WarmPoolInformers
+	Settings         config.AgentSettings
 	// DrainTimeout bounds a deleted task's drain
 	// (CALIBAN_DRAIN_TIMEOUT_SECONDS).
 	DrainTimeout time.Duration

@@ -35,6 +35,7 @@ type Metrics struct {
 	syncDuration *prometheus.HistogramVec
 	startStages  *prometheus.HistogramVec
 	transitions  *prometheus.CounterVec
+	duplicates   prometheus.Counter
 	queues       *queueMetrics
 	term         *termCollector
 }
@@ -70,6 +71,10 @@ func NewMetrics() *Metrics {
 			Name: "caliban_task_phase_transitions_total",
 			Help: "Phase changes the operator wrote into tasks' status, by phase before (empty: the first status), phase after, and the Ready condition's reason.",
 		}, []string{"from", "to", "reason"}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "caliban_warm_duplicate_sandboxes_total",
+			Help: "Sandboxes agent-sandbox made for a warm task's claim beside the one the claim names, which the operator deleted (an adoption race of agent-sandbox before v1.0.5).",
+		}),
 		queues: newQueueMetrics(),
 		term:   &termCollector{now: time.Now},
 	}
@@ -90,7 +95,7 @@ func NewMetrics() *Metrics {
 		}
 	}
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.syncs, m.syncErrors, m.syncDuration, m.startStages, m.transitions, m.term)
+		m.syncs, m.syncErrors, m.syncDuration, m.startStages, m.transitions, m.duplicates, m.term)
 	m.queues.register(reg)
 	return m
 }
@@ -123,6 +128,9 @@ func (m *Metrics) observeSync(controller string, took time.Duration, err error) 
 	m.syncs.WithLabelValues(controller, result).Inc()
 	m.syncDuration.WithLabelValues(controller).Observe(took.Seconds())
 }
+
+// observeWarmDuplicate counts a duplicate Sandbox of a warm task deleted.
+func (m *Metrics) observeWarmDuplicate() { m.duplicates.Inc() }
 
 // observeTransition counts a phase change the operator wrote.
 func (m *Metrics) observeTransition(from, to calibanv1alpha1.TaskPhase, reason string) {

@@ -86,6 +86,10 @@ func (o *Operator) Run(ctx context.Context) error {
 	kubeFactory := informers.NewSharedInformerFactoryWithOptions(o.Clients.Kube, s.ResyncPeriod,
 		informers.WithNamespace(s.WatchNamespace), informers.WithTweakListOptions(ownedOnly))
 	sandboxes := NewSandboxInformer(o.Clients.Sandboxes, s.WatchNamespace, s.ResyncPeriod, ownedOnly)
+	// Every Sandbox a claim made or adopted, the operator's labels or not,
+	// as metadata: a warm task's claim that agent-sandbox gave two
+	// Sandboxes shows there (docs/adr/0034-one-sandbox-per-warm-task.md).
+	claimed := NewClaimedSandboxInformer(o.Clients.Sandboxes, s.WatchNamespace, s.ResyncPeriod)
 	// Waited for like the factories' informers when the term ends.
 	var sandboxInformer sync.WaitGroup
 
@@ -119,9 +123,12 @@ func (o *Operator) Run(ctx context.Context) error {
 	sandboxAPI := &apiWatcher{
 		api:       sandboxesAPI,
 		discovery: o.Clients.Kube.Discovery(),
-		start:     func() { sandboxInformer.Go(func() { sandboxes.RunWithContext(ctx) }) },
-		synced:    sandboxes.HasSynced,
-		interval:  apiPollInterval,
+		start: func() {
+			sandboxInformer.Go(func() { sandboxes.RunWithContext(ctx) })
+			sandboxInformer.Go(func() { claimed.RunWithContext(ctx) })
+		},
+		synced:   func() bool { return sandboxes.HasSynced() && claimed.HasSynced() },
+		interval: apiPollInterval,
 	}
 	// Before any sync: a task pinned without the key could never be
 	// trusted again.
@@ -132,7 +139,7 @@ func (o *Operator) Run(ctx context.Context) error {
 	d := Deps{
 		Clients: o.Clients, Tasks: tasks, Workspaces: workspaces,
 		ServiceAccounts: kubeFactory.Core().V1().ServiceAccounts(), NetworkPolicies: kubeFactory.Networking().V1().NetworkPolicies(),
-		Sandboxes: sandboxes, SandboxAPI: sandboxAPI, Warm: warm,
+		Sandboxes: sandboxes, ClaimedSandboxes: claimed, SandboxAPI: sandboxAPI, Warm: warm,
 		Settings: s.AgentSettings, DrainTimeout: s.TaskDrainTimeout, ShutdownGrace: s.ShutdownGrace(), PinKey: pinKey,
 		Recorder: recorder, Metrics: o.Metrics, Tracer: tracing.NewTracer(o.TracerProvider), Clock: clk,
 	}

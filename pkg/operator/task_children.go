@@ -134,6 +134,13 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 			// The claim's status brings the name, and wakes the task.
 			return applied{}, nil
 		}
+		removed, err := c.removeDuplicates(ctx, claim, task.UID)
+		for _, name := range removed {
+			c.recorder.Event(task, corev1.EventTypeWarning, EventDuplicateSandboxRemoved, "Reconcile", builders.DuplicateRemovedNote(name, claim.Name, claim.Status.Sandbox.Name))
+		}
+		if err != nil {
+			return applied{}, err
+		}
 		return c.takeClaimed(ctx, task, pin, claim, claim.Status.Sandbox.Name, mode)
 	}
 	if !c.sandboxAPI.Served() {

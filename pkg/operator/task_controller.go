@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -78,6 +79,9 @@ type TaskController struct {
 	// (*takenSandbox); appliedPolicies the
 	// applied hash of the NetworkPolicy it last applied.
 	taken, appliedPolicies sync.Map
+	// claimed indexes by controller UID the metadata of every Sandbox a
+	// claim made or adopted (NewClaimedSandboxInformer); nil without it.
+	claimed cache.Indexer
 }
 
 // NewTaskController wires the controller to its informers: tasks,
@@ -105,6 +109,9 @@ func NewTaskController(d Deps) (*TaskController, error) {
 		warm:         d.Warm,
 		claims:       d.Warm.Claims.Lister(),
 		pools:        d.Warm.Pools.Lister(),
+	}
+	if d.ClaimedSandboxes != nil {
+		c.claimed = d.ClaimedSandboxes.GetIndexer()
 	}
 	children, err := freshness.New(d.Settings, c.controllingTask)
 	if err != nil {
@@ -213,6 +220,22 @@ func (c *TaskController) watch(d Deps) error {
 	}
 	if _, err := d.Sandboxes.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: c.sandboxUpdated}); err != nil {
 		return fmt.Errorf("adding Sandbox readiness handler: %w", err)
+	}
+	// A Sandbox a claim comes to control wakes the claim's task: it may be
+	// a second one (removeDuplicates).
+	if d.ClaimedSandboxes != nil {
+		if _, err := d.ClaimedSandboxes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc: c.enqueueOwner,
+			UpdateFunc: func(old, new any) {
+				o, okO := old.(metav1.Object)
+				n, okN := new.(metav1.Object)
+				if okO && okN && controllerUID(o) != controllerUID(n) {
+					c.enqueueOwner(new)
+				}
+			},
+		}); err != nil {
+			return fmt.Errorf("adding claimed Sandbox event handler: %w", err)
+		}
 	}
 	// A claim's status names the Sandbox it holds, and follows its
 	// readiness.
@@ -384,3 +407,11 @@ func (c *TaskController) awaitsRunning(key cache.ObjectName) bool {
 // closed (freshness.Tracker.CheckAfter). Call it before the child
 // informers start.
 func (c *TaskController) CheckChildrenAfter(gate <-chan struct{}) { c.children.CheckAfter(gate) }
+
+// controllerUID is the UID of obj's controller, "" for none.
+func controllerUID(obj metav1.Object) types.UID {
+	if ref := metav1.GetControllerOfNoCopy(obj); ref != nil {
+		return ref.UID
+	}
+	return ""
+}

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
@@ -25,6 +26,10 @@ import (
 // EventColdStart: a task of a Workspace with a warm pool starts cold, and
 // why (status.launch says it too).
 const EventColdStart = "ColdStart"
+
+// EventDuplicateSandboxRemoved: agent-sandbox made a second Sandbox for a
+// warm task's claim, and the operator deleted it.
+const EventDuplicateSandboxRemoved = "DuplicateSandboxRemoved"
 
 // rolledRequeue: a warm task that let its claim go looks again at once,
 // to start cold.
@@ -296,4 +301,47 @@ func coldStartNote(old, launch *calibanv1alpha1.Launch) string {
 		return ""
 	}
 	return launch.Message
+}
+
+// removeDuplicates deletes the Sandboxes that agent-sandbox made for
+// claim beside the one its status names (builders.DuplicateSandboxes),
+// each with a UID precondition, so a Sandbox re-made under the name since
+// the cache saw it is left alone. It returns the names it deleted. Without
+// the claimed-Sandbox cache it finds none.
+func (c *TaskController) removeDuplicates(ctx context.Context, claim *extv1beta1.SandboxClaim, taskUID types.UID) ([]string, error) {
+	if c.claimed == nil || claim.Status.Sandbox.Name == "" {
+		return nil, nil
+	}
+	items, err := c.claimed.ByIndex(controllerIndex, string(claim.UID))
+	if err != nil || len(items) < 2 {
+		return nil, nil
+	}
+	controlled := make([]metav1.Object, 0, len(items))
+	for _, item := range items {
+		if o, ok := item.(metav1.Object); ok {
+			controlled = append(controlled, o)
+		}
+	}
+	var removed []string
+	for _, dup := range builders.DuplicateSandboxes(claim.UID, claim.Status.Sandbox.Name, taskUID, controlled) {
+		klog.FromContext(ctx).Info("Deleting a second Sandbox agent-sandbox made for the task's claim", "sandbox", dup.GetName(), "claim", claim.Name, "kept", claim.Status.Sandbox.Name)
+		if err := deleteOwned(ctx, restDeleter{c.sandboxes.RESTClient(), claim.Namespace, builders.SandboxResource}, dup.GetName(), dup.GetUID()); err != nil {
+			return removed, fmt.Errorf("deleting the duplicate Sandbox %s: %w", dup.GetName(), err)
+		}
+		c.metrics.observeWarmDuplicate()
+		removed = append(removed, dup.GetName())
+	}
+	return removed, nil
+}
+
+// restDeleter deletes objects of one resource and namespace through a
+// REST client (the Sandbox view's typed client has no delete).
+type restDeleter struct {
+	client    rest.Interface
+	namespace string
+	resource  string
+}
+
+func (d restDeleter) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) error {
+	return d.client.Delete().Namespace(d.namespace).Resource(d.resource).Name(name).Body(&opts).Do(ctx).Error()
 }
