@@ -13,6 +13,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -67,6 +68,10 @@ type TaskStatusInput struct {
 	// Launch is the path the task's Sandbox takes: the one just decided
 	// with the pin, or, for a pinned task, nil to keep the stored one.
 	Launch *calibanv1alpha1.Launch
+	// Unreachable, when set, is why a warm task whose Sandbox serves is not
+	// Running yet: its NetworkPolicy selects no ready pod of that Sandbox
+	// (PodReachable), so prospero could not reach caliband.
+	Unreachable string
 }
 
 // TaskStatus derives the whole status the operator owns (the derivation table
@@ -200,6 +205,11 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 			setReady(metav1.ConditionFalse, ReasonServiceFQDNMismatch, orApplyProblem(in, problem))
 			break
 		}
+		if serving && in.Unreachable != "" {
+			status.Phase = calibanv1alpha1.TaskProvisioning
+			setReady(metav1.ConditionFalse, ReasonSandboxNotReady, orApplyProblem(in, in.Unreachable))
+			break
+		}
 		if serving {
 			status.Phase = calibanv1alpha1.TaskRunning
 			status.CalibandEndpoint = calibandEndpoint(in.Sandbox, task.Namespace, s)
@@ -234,6 +244,7 @@ func TaskStatus(in TaskStatusInput, s config.AgentSettings) calibanv1alpha1.Cali
 // cache keeps it or as a read or a write returned it.
 type ObservedSandbox struct {
 	Name              string
+	UID               types.UID
 	CreationTimestamp metav1.Time
 	// Mode is the operatingMode agent-sandbox reads (LiveMode).
 	Mode sandboxv1beta1.OperatingMode
@@ -249,7 +260,7 @@ type ObservedSandbox struct {
 // ObserveSandbox is what the status reads of sb.
 func ObserveSandbox(sb *sandboxv1beta1.Sandbox) *ObservedSandbox {
 	return &ObservedSandbox{
-		Name: sb.Name, CreationTimestamp: sb.CreationTimestamp, Mode: LiveMode(sb.Spec.OperatingMode),
+		Name: sb.Name, UID: sb.UID, CreationTimestamp: sb.CreationTimestamp, Mode: LiveMode(sb.Spec.OperatingMode),
 		CalibandPort: CalibandPortOf(&sb.Spec.PodTemplate.Spec), Launch: LaunchTypeOf(sb.Labels), Status: sb.Status,
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -415,4 +416,27 @@ func controlledBy(o metav1.Object, uid types.UID) bool {
 // duplicate Sandbox of a warm task was removed.
 func DuplicateRemovedNote(duplicate, claim, named string) string {
 	return fmt.Sprintf("Sandbox '%s' was made for claim '%s' beside Sandbox '%s', which the task runs on; deleted it (an agent-sandbox adoption race, fixed upstream in v1.0.5)", duplicate, claim, named)
+}
+
+// PodReachable says whether pod, read by the name of a warm task's Sandbox
+// (sandboxUID), is what the task's NetworkPolicy lets prospero reach: it
+// carries the claim's UID label the policy selects by, the Sandbox is its
+// controller, it is not being deleted, and it is Ready. It returns "" when
+// it is, or why not, for the task's Ready message; a nil pod is one not
+// made yet.
+func PodReachable(pod *corev1.Pod, sandbox string, sandboxUID, claimUID types.UID) string {
+	switch {
+	case pod == nil:
+		return fmt.Sprintf("Sandbox %s is ready; its pod is not there yet", sandbox)
+	case !controlledBy(pod, sandboxUID) || pod.DeletionTimestamp != nil:
+		return fmt.Sprintf("Sandbox %s is ready; pod %s is not its pod", sandbox, pod.Name)
+	case pod.Labels[LabelClaimUID] != string(claimUID):
+		return fmt.Sprintf("Sandbox %s is ready; waiting for agent-sandbox to give its pod the label %s=%s, which the task's NetworkPolicy selects", sandbox, LabelClaimUID, claimUID)
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return ""
+		}
+	}
+	return fmt.Sprintf("Sandbox %s is ready; its pod %s is not", sandbox, pod.Name)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -476,6 +477,41 @@ func TestDuplicateSandboxes(t *testing.T) {
 			}
 			if diff := cmp.Diff(test.want, got); diff != "" {
 				t.Errorf("duplicates (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPodReachable(t *testing.T) {
+	yes := true
+	pod := func(edit func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "ws-warm-x", Labels: map[string]string{LabelClaimUID: "claim"},
+				OwnerReferences: []metav1.OwnerReference{{Kind: "Sandbox", Name: "ws-warm-x", UID: "sandbox", Controller: &yes}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+		}
+		if edit != nil {
+			edit(p)
+		}
+		return p
+	}
+	tests := map[string]struct {
+		pod  *corev1.Pod
+		want string
+	}{
+		"a ready pod of the Sandbox with the claim's label is reachable": {pod: pod(nil)},
+		"no pod yet":                              {want: "its pod is not there yet"},
+		"the pod lacks the claim's label":         {pod: pod(func(p *corev1.Pod) { delete(p.Labels, LabelClaimUID) }), want: "waiting for agent-sandbox"},
+		"the pod carries another claim's UID":     {pod: pod(func(p *corev1.Pod) { p.Labels[LabelClaimUID] = "other" }), want: "waiting for agent-sandbox"},
+		"a pod of another Sandbox under the name": {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].UID = "other" }), want: "is not its pod"},
+		"a pod being deleted":                     {pod: pod(func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }), want: "is not its pod"},
+		"a pod not ready":                         {pod: pod(func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }), want: "is not"},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			got := PodReachable(test.pod, "ws-warm-x", "sandbox", "claim")
+			if (test.want == "") != (got == "") || !strings.Contains(got, test.want) {
+				t.Errorf("PodReachable = %q, want %q", got, test.want)
 			}
 		})
 	}

@@ -141,7 +141,20 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		if err != nil {
 			return applied{}, err
 		}
-		return c.takeClaimed(ctx, task, pin, claim, claim.Status.Sandbox.Name, mode)
+		got, err := c.takeClaimed(ctx, task, pin, claim, claim.Status.Sandbox.Name, mode)
+		if err != nil || got.sandbox == nil || got.relaunch != nil || !startingUp(task.Status.Phase) || !builders.SandboxServing(&got.sandbox.Status) {
+			return got, err
+		}
+		// Running only once prospero can reach caliband: the policy
+		// selects the pod by the claim's label, which agent-sandbox puts
+		// on an adopted pod after the claim is Ready.
+		if got.unreachable, err = c.podUnreachable(ctx, ns, got.sandbox, claim.UID); err != nil {
+			return applied{}, err
+		}
+		if got.unreachable != "" {
+			got.after = soonest(got.after, reachRequeue)
+		}
+		return got, nil
 	}
 	if !c.sandboxAPI.Served() {
 		return applied{apiMissing: true}, nil
@@ -151,6 +164,25 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		return applied{apiMissing: true}, nil
 	}
 	return applied{sandbox: sandbox, after: reselectAfter}, err
+}
+
+// reachRequeue is how soon a warm task whose pod its policy does not
+// select yet looks again: no event of the operator's caches says when
+// agent-sandbox relabels the pod.
+const reachRequeue = 250 * time.Millisecond
+
+// podUnreachable reads the pod of a warm task's serving Sandbox and says
+// why the task's NetworkPolicy does not let prospero reach it yet
+// (builders.PodReachable), "" once it does.
+func (c *TaskController) podUnreachable(ctx context.Context, ns string, sandbox *builders.ObservedSandbox, claimUID types.UID) (string, error) {
+	pod, err := c.kube.CoreV1().Pods(ns).Get(ctx, sandbox.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		pod = nil
+	case err != nil:
+		return "", fmt.Errorf("reading the pod of Sandbox %s: %w", sandbox.Name, err)
+	}
+	return builders.PodReachable(pod, sandbox.Name, sandbox.UID, claimUID), nil
 }
 
 // reselectRequeue is how soon a task whose NetworkPolicy still selects its

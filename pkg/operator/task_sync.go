@@ -109,7 +109,7 @@ func (c *TaskController) reconcile(ctx context.Context, task *calibanv1alpha1.Ca
 		// its Sandbox.
 		in.ApplyProblem = got.problem.Error()
 	} else if in.Failure == nil {
-		in.Sandbox, in.SandboxAPIMissing = got.sandbox, got.apiMissing
+		in.Sandbox, in.SandboxAPIMissing, in.Unreachable = got.sandbox, got.apiMissing, got.unreachable
 	}
 	if got.relaunch != nil {
 		// The operator's own change of path, signed with the pin as the
@@ -255,6 +255,9 @@ type applied struct {
 	// relaunch is the launch that replaces a warm one whose claim was let
 	// go; nil for none.
 	relaunch *calibanv1alpha1.Launch
+	// unreachable is why a warm task's serving Sandbox is not yet one
+	// prospero can reach (builders.PodReachable); "" for none.
+	unreachable string
 }
 
 // seen is what a task's sync reads from the caches before it decides: the

@@ -286,6 +286,24 @@ func (f *fixture) holdSandbox(tk *calibanv1alpha1.CalibanTask, name, template st
 	}
 	f.servedSandboxes["team/"+name] = sb
 	f.mu.Unlock()
+	f.podOfClaimed(name, sb.UID, claim.UID)
+}
+
+// podOfClaimed makes the pod of claimed Sandbox name (sandboxUID), as
+// agent-sandbox leaves it once it has relabelled it: the claim's label, and
+// ready.
+func (f *fixture) podOfClaimed(name string, sandboxUID, claimUID types.UID) {
+	f.t.Helper()
+	yes := true
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "team", Labels: map[string]string{builders.LabelClaimUID: string(claimUID)},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: sandboxv1beta1.SchemeGroupVersion.String(), Kind: "Sandbox", Name: name, UID: sandboxUID, Controller: &yes}}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}
+	_ = f.kube.Tracker().Delete(corev1.SchemeGroupVersion.WithResource("pods"), "team", name)
+	if err := f.kube.Tracker().Add(pod); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 // claimedFixture is a warm task synced once (its claim and pin written,
@@ -618,5 +636,39 @@ func TestAWarmTaskIsNotFailedForAServiceAccountNameItNeverUses(t *testing.T) {
 	}
 	if l := stored.Status.Launch; l == nil || l.Type != calibanv1alpha1.LaunchWarm {
 		t.Errorf("launch %+v, want Warm", l)
+	}
+}
+
+// A warm task is Running only once its NetworkPolicy selects a ready pod
+// of its claimed Sandbox: agent-sandbox relabels an adopted pod after the
+// claim is Ready, and until then prospero could not reach caliband.
+func TestAWarmTaskIsRunningOnlyOnceItsPolicySelectsItsPod(t *testing.T) {
+	f, tc, tk := claimedFixture(t, func(*sandboxv1beta1.Sandbox) {})
+	claim, err := f.caliban.ExtensionsV1beta1().SandboxClaims("team").Get(f.ctx, builders.ClaimName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.podOfClaimed("ws-warm-x7k2p", "sandbox-uid", "not-yet")
+	after, err := tc.sync(f.ctx, key(tk))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	ready := meta.FindStatusCondition(stored.Status.Conditions, builders.ConditionReady)
+	if stored.Status.Phase != calibanv1alpha1.TaskProvisioning || stored.Status.CalibandEndpoint != "" || ready == nil || !strings.Contains(ready.Message, builders.LabelClaimUID) {
+		t.Errorf("status %s %q %+v, want Provisioning, no endpoint, waiting for the claim's label", stored.Status.Phase, stored.Status.CalibandEndpoint, ready)
+	}
+	if after <= 0 || after > reachRequeue {
+		t.Errorf("looks again after %s, want within %s", after, reachRequeue)
+	}
+
+	f.cache(f.calibanInformers.Caliban().V1alpha1().CalibanTasks().Informer(), stored)
+	f.podOfClaimed("ws-warm-x7k2p", "sandbox-uid", claim.UID)
+	if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+		t.Fatal(err)
+	}
+	stored, _ = f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
+	if stored.Status.Phase != calibanv1alpha1.TaskRunning || stored.Status.CalibandEndpoint != "ws-warm-x7k2p.team.svc.cluster.local:8443" {
+		t.Errorf("status %s %q once the pod carries the label, want Running", stored.Status.Phase, stored.Status.CalibandEndpoint)
 	}
 }
