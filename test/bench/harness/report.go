@@ -354,7 +354,7 @@ func (r *Result) write() error {
 	var sb strings.Builder
 	switch {
 	case r.Config.Warm:
-		fmt.Fprintf(&sb, "# caliban-operator benchmark: warm start, %d tasks from a warm pool, against agent-sandbox's own claims\n\nRun %s (BENCH_AGENT_SANDBOX=warm): %d bare SandboxClaims on a full pool, then a burst of %d tasks of a Workspace whose pool is full; no ceiling, paced, steady-state, cold-start or bare-client phase. agent-sandbox's controller runs with %s.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339), r.Config.N, r.Config.N, agentSandboxFlags(r.Config.AgentSandboxArgs))
+		fmt.Fprintf(&sb, "# caliban-operator benchmark: warm start, %d tasks from a warm pool, against agent-sandbox's own claims\n\nRun %s (BENCH_AGENT_SANDBOX=warm): %d bare SandboxClaims on a full pool, then a burst of %d tasks of a Workspace whose pool is full in two shapes (paced, then all at once on the refilled pool); no ceiling, paced, steady-state, cold-start or bare-client phase. agent-sandbox's controller runs with %s.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339), r.Config.N, r.Config.N, agentSandboxFlags(r.Config.AgentSandboxArgs))
 	case real:
 		fmt.Fprintf(&sb, "# caliban-operator benchmark: %d tasks through agent-sandbox's controller\n\nRun %s. Only the burst was run (BENCH_AGENT_SANDBOX=real): no ceiling, paced, steady-state, cold-start or bare-client phase, and no profiles.\n\n", r.Config.N, r.Stamp.Format(time.RFC3339))
 	default:

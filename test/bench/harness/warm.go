@@ -61,6 +61,9 @@ type warmResult struct {
 	// the machine, beside the operator burst's.
 	bareHost hostShare
 	bareWall time.Duration
+	// shapes are the operator's warm burst paced, then all at once, each
+	// on a full pool (warmshapes.go).
+	shapes []shapeResult
 }
 
 // bareNamespace holds agent-sandbox's bare claims.
@@ -85,12 +88,12 @@ func (b *bench) runWarm(ctx context.Context, res *Result) error {
 	}
 	res.warm.nodes = len(nodes.Items)
 
-	b.logf("1/4 agent-sandbox alone: a pool of %d, then %d bare SandboxClaims", cfg.N, cfg.N)
+	b.logf("1/5 agent-sandbox alone: a pool of %d, then %d bare SandboxClaims", cfg.N, cfg.N)
 	if err := b.bareClaims(ctx, res); err != nil {
 		return fmt.Errorf("bare claims: %w", err)
 	}
 
-	b.logf("2/4 the operator: a Workspace with a pool of %d, then a burst of %d tasks", cfg.N, cfg.N)
+	b.logf("2/5 the operator: a Workspace with a pool of %d, then a burst of %d tasks", cfg.N, cfg.N)
 	op, err := b.start(ctx, "warm", env...)
 	if err != nil {
 		return err
@@ -128,9 +131,19 @@ func (b *bench) runWarm(ctx context.Context, res *Result) error {
 			b.logf("  no count of the apiserver's writes: %v", err)
 		}
 	}
+	shape, err := b.watchShape(ctx, benchNamespace)
+	if err != nil {
+		return err
+	}
 	if err := b.burst(ctx, op, obs, res); err != nil {
+		shape.stop()
 		return fmt.Errorf("burst: %w", err)
 	}
+	paced, err := shape.finish(ctx, b, benchNamespace, pacedLabel(cfg.N, cfg.BurstSpread), res.burst.names, res.burst.sent, res.burst.running)
+	if err != nil {
+		return err
+	}
+	res.warm.shapes = append(res.warm.shapes, paced)
 	for i, name := range res.burst.names {
 		claim := builders.ClaimName(name)
 		seen, ready := claims.seenAt(claim), claims.at(claim)
@@ -142,7 +155,7 @@ func (b *bench) runWarm(ctx context.Context, res *Result) error {
 		res.warm.claimReadyToRunning = append(res.warm.claimReadyToRunning, res.burst.running[i].Sub(ready))
 	}
 
-	b.logf("3/4 reading the launches and the operator's stages")
+	b.logf("3/5 reading the launches and the operator's stages")
 	if err := b.readLaunches(ctx, res); err != nil {
 		return err
 	}
@@ -162,9 +175,22 @@ func (b *bench) runWarm(ctx context.Context, res *Result) error {
 		}
 	}
 
+	// The second shape on the same pool: the paced tasks go, the pool is
+	// full again (agent-sandbox refilled it after the paced burst), then N
+	// tasks at once.
+	b.logf("4/5 all at once: the paced tasks deleted, the pool full again, then %d tasks with no pacing, %d creates in flight", cfg.N, cfg.CreateConcurrency)
+	if err := b.resetWarmNamespace(ctx, res.burst.names); err != nil {
+		return err
+	}
+	once, err := b.allAtOnce(ctx, obs)
+	if err != nil {
+		return fmt.Errorf("all at once: %w", err)
+	}
+	res.warm.shapes = append(res.warm.shapes, once)
+
 	// The same burst on a Workspace without a pool, by the same operator
 	// on the same cluster: the cold path it replaces.
-	b.logf("4/4 the cold path: a burst of %d tasks of a Workspace without a pool", cfg.N)
+	b.logf("5/5 the cold path: a burst of %d tasks of a Workspace without a pool", cfg.N)
 	if err := b.prepareNamespace(ctx, coldNamespace, func(spec *calibanv1alpha1.WorkspaceSpec) {
 		spec.Sources = []calibanv1alpha1.Source{benchSource}
 	}); err != nil {
@@ -527,6 +553,9 @@ func (r *Result) warmRows() []row {
 		rows = append(rows, row{stages, strings.ReplaceAll(stage, "_", " "), w.stageMeans[stage], "ms"})
 	}
 	rows = append(rows, row{stages, "warm starts timed", w.warmStarts, "starts"})
+	for _, s := range w.shapes {
+		rows = append(rows, s.rows()...)
+	}
 	return rows
 }
 
@@ -536,16 +565,20 @@ func (r *Result) warmMethod() string {
 	return fmt.Sprintf(`- **Cluster**: as for BENCH_AGENT_SANDBOX=real (a kwokctl cluster of the test bed with agent-sandbox's controller v1.0.3 as a process, run with --extensions and its extension CRDs; %d kwok nodes), with %d PersistentVolumes: a pool takes one per Sandbox it makes, refills included.
 - **agent-sandbox alone**: in namespace %s, a SandboxTemplate and a SandboxWarmPool of %d replicas applied by the harness, with the pod the operator renders for the benchmark Workspace (builders.RenderWarm, its source pinned to a commit), and the pool's ServiceAccount. Once the pool reports %d ready, %d SandboxClaims are created at concurrency %d, paced over %s; each claim's create sent → first seen Ready (its Ready condition True) on a watch. Then the pool and the claims are deleted, and their pods are gone, before the operator starts.
 - **The operator**: the binary of this commit at its defaults, under its own RBAC; a Workspace like the one above with spec.warmPool.replicas %d. Once its WarmPoolReady condition is True, the burst as in the other modes (%d tasks, concurrency %d, over %s), create sent → first seen Running on a watch. "Warm path" counts tasks whose status.launch is Warm; "taken ready from the pool" those whose Sandbox is labelled agents.x-k8s.io/launch-type=warm (a claim that found no ready Sandbox makes one from the template, labelled cold).
+- **Two shapes of the warm burst**, on the same cluster, operator and Workspace: *paced* is the burst above (%d creates over %s); then the paced tasks are deleted (their claims and the Sandboxes the claims control go with them), agent-sandbox has refilled the pool, and once no claim is left, the SandboxWarmPool reports %d ready and the Workspace's WarmPoolReady is True, *all at once* creates %d tasks with no pacing, %d in flight, as a client restarting with a backlog would. The same namespace keeps the pool and its refill the only warm Sandboxes; a fresh namespace would fill a second pool of N beside the first's refill. Each shape's create sent → first seen Running, on the observer's watch.
+- **Duplicates**, per shape: a Sandbox counts for a task when its controller owner reference is the task's SandboxClaim (builders.ClaimName, matched by the claim's UID). "At the end" lists the claims and Sandboxes once every task of the shape is Running (after the operator settled, for the paced shape); "most at once" is the largest number of claims controlling two or more Sandboxes at one moment, on a watch on Sandboxes from before the shape's first create (agent-sandbox v1.0.3 can adopt a pool Sandbox and also make one named after the claim from the template).
+- **Running → selected**, per shape: a warm task's NetworkPolicy selects its pod by agents.x-k8s.io/claim-uid=<claim UID>; on a watch on the namespace's pods, a task's pod is selected the first moment a pod carried that label with its claim's UID and was Ready=True. The figure is max(0, selected − Running) per task; "Running before selected" counts tasks whose Running was seen strictly before; a task whose pod was never selected by the end is a miss, left out of the percentiles.
 - **The cold path**: the same operator, then, in namespace %s, a Workspace like the one above without a pool and a burst of %d tasks paced the same way, create sent → first seen Running on a watch, while the warm tasks still run.
 - **Stages**: the operator's own histogram caliban_task_start_duration_seconds{launch="warm"} read at the end, sum / count per stage, on the operator's clock (docs/observability.md#start-latency).
 - **CPU, syncs, requests per task**: as in the other modes, over the burst.
-`, r.warm.nodes, warmVolumes(cfg.N), bareNamespace, cfg.N, cfg.N, cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, cfg.N, cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, coldNamespace, cfg.N)
+`, r.warm.nodes, warmVolumes(cfg.N), bareNamespace, cfg.N, cfg.N, cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, cfg.N, cfg.N, cfg.CreateConcurrency, cfg.BurstSpread, cfg.N, cfg.BurstSpread, cfg.N, cfg.N, cfg.CreateConcurrency, coldNamespace, cfg.N)
 }
 
 // warmVolumes is how many PersistentVolumes a warm run needs: two pools,
-// each filled and refilled once, and the cold burst.
+// each filled and refilled once, the operator's refilled again after the
+// all-at-once shape, and the cold burst.
 func warmVolumes(n int) int {
-	return 5*n + 20
+	return 6*n + 20
 }
 
 // profileAPIServer starts a CPU profile of the apiserver over twice the
