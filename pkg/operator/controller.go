@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
@@ -233,4 +234,25 @@ func cacheSyncedAll(ctx context.Context, synced ...[]cache.InformerSynced) bool 
 		all = append(all, s...)
 	}
 	return cache.WaitForCacheSync(ctx.Done(), all...)
+}
+
+// controllerOf is the object of kind gk that controls child, as get reads
+// it from a cache by namespace and name. The controller reference must name
+// that group and kind, and the object read must have the UID it names: an
+// object deleted and made again under the name is another object, whose
+// children these are not.
+func controllerOf[T metav1.Object](child metav1.Object, gk schema.GroupKind, get func(namespace, name string) (T, error)) (T, bool) {
+	var none T
+	ref := metav1.GetControllerOfNoCopy(child)
+	if ref == nil || ref.Kind != gk.Kind {
+		return none, false
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != gk.Group {
+		return none, false
+	}
+	owner, err := get(child.GetNamespace(), ref.Name)
+	if err != nil || owner.GetUID() != ref.UID {
+		return none, false
+	}
+	return owner, true
 }

@@ -5,6 +5,7 @@ package operator
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -368,19 +369,17 @@ func (c *TaskController) owningTask(child metav1.Object) *calibanv1alpha1.Caliba
 // reference must name a CalibanTask of this API group with the UID of the
 // task the cache holds under that name.
 func (c *TaskController) controllingTask(child metav1.Object) *calibanv1alpha1.CalibanTask {
-	ref := metav1.GetControllerOf(child)
-	if ref == nil || ref.Kind != taskGroupKind.Kind {
-		return nil
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != taskGroupKind.Group {
-		return nil
-	}
-	task, ok := c.tasks.get(child.GetNamespace() + "/" + ref.Name)
-	if !ok || task.UID != ref.UID {
-		return nil
-	}
+	task, _ := controllerOf(child, taskGroupKind, func(ns, name string) (*calibanv1alpha1.CalibanTask, error) {
+		if task, ok := c.tasks.get(ns + "/" + name); ok {
+			return task, nil
+		}
+		return nil, errNotCached
+	})
 	return task
 }
+
+// errNotCached: the task cache holds no task of that name.
+var errNotCached = errors.New("not in the cache")
 
 // enqueueAll wakes every task, e.g. once agent-sandbox's API appeared.
 func (c *TaskController) enqueueAll() {

@@ -276,15 +276,13 @@ func (c *TaskController) claimOf(task *calibanv1alpha1.CalibanTask) *extv1beta1.
 
 // taskOfClaimed is the task whose claim controls a Sandbox, or nil.
 func (c *TaskController) taskOfClaimed(child metav1.Object) *calibanv1alpha1.CalibanTask {
-	ref := metav1.GetControllerOf(child)
-	if ref == nil || ref.Kind != claimGroupKind.Kind || c.claims == nil {
+	if c.claims == nil {
 		return nil
 	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != claimGroupKind.Group {
-		return nil
-	}
-	claim, err := c.claims.SandboxClaims(child.GetNamespace()).Get(ref.Name)
-	if err != nil || claim.UID != ref.UID {
+	claim, ok := controllerOf(child, claimGroupKind, func(ns, name string) (*extv1beta1.SandboxClaim, error) {
+		return c.claims.SandboxClaims(ns).Get(name)
+	})
+	if !ok {
 		return nil
 	}
 	return c.controllingTask(claim)

@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -160,15 +159,10 @@ func (c *WorkspaceController) enqueueOwningWorkspaceAfter(obj any, delay time.Du
 	if err != nil {
 		return
 	}
-	ref := metav1.GetControllerOf(object)
-	if ref == nil || ref.Kind != workspaceGroupKind.Kind {
-		return
-	}
-	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != workspaceGroupKind.Group {
-		return
-	}
-	ws, err := c.lister.Workspaces(object.GetNamespace()).Get(ref.Name)
-	if err != nil || ws.UID != ref.UID {
+	ws, ok := controllerOf(object, workspaceGroupKind, func(ns, name string) (*calibanv1alpha1.Workspace, error) {
+		return c.lister.Workspaces(ns).Get(name)
+	})
+	if !ok {
 		return
 	}
 	c.queue.AddAfter(cache.ObjectName{Namespace: ws.Namespace, Name: ws.Name}, delay)
