@@ -132,3 +132,22 @@ func TestPercentile(t *testing.T) {
 		t.Errorf("percentile of none = %v, want 0", got)
 	}
 }
+
+func TestRunningBeforeSelectedCountsTheApiserversOrder(t *testing.T) {
+	tests := map[string]struct {
+		running, selected []uint64
+		want              int
+	}{
+		"Running written after the pod was selected":         {running: []uint64{20}, selected: []uint64{10}, want: 0},
+		"Running written before the pod was selected":        {running: []uint64{10}, selected: []uint64{20}, want: 1},
+		"a task never Running or never selected is left out": {running: []uint64{0, 10}, selected: []uint64{5, 0}, want: 0},
+		"each task counted on its own":                       {running: []uint64{10, 30, 5}, selected: []uint64{20, 25, 6}, want: 2},
+	}
+	for name, test := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := runningBeforeSelected(test.running, test.selected); got != test.want {
+				t.Errorf("runningBeforeSelected = %d, want %d", got, test.want)
+			}
+		})
+	}
+}
