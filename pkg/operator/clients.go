@@ -122,8 +122,8 @@ func indexByController(obj any) ([]string, error) {
 	if err != nil {
 		return nil, nil
 	}
-	if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
-		return []string{string(ref.UID)}, nil
+	if uid := controllerUID(m); uid != "" {
+		return []string{string(uid)}, nil
 	}
 	return nil, nil
 }

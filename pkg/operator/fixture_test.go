@@ -213,6 +213,10 @@ func (f *fixture) serveSandboxes(w http.ResponseWriter, r *http.Request) {
 		f.serveSandboxJSONPatch(w, r, name)
 		return
 	}
+	if r.Method == http.MethodDelete {
+		f.serveSandboxDelete(w, r, name)
+		return
+	}
 	create := r.Method == http.MethodPost && r.Header.Get("Content-Type") == "application/json" && q.Get("fieldManager") == builders.FieldManager
 	if create {
 		f.mu.Lock()
@@ -398,6 +402,36 @@ func (f *fixture) cacheSandbox(u *unstructured.Unstructured) {
 	f.servedSandboxes[sb.Namespace+"/"+sb.Name] = sb.DeepCopy()
 	f.mu.Unlock()
 	f.cache(f.sandboxInformer, sb)
+}
+
+// serveSandboxDelete deletes a served Sandbox as the apiserver does: not
+// found when it is gone, a conflict when the UID precondition names
+// another; it records the delete.
+func (f *fixture) serveSandboxDelete(w http.ResponseWriter, r *http.Request, name string) {
+	var opts metav1.DeleteOptions
+	if body, err := io.ReadAll(r.Body); err == nil && len(body) > 0 {
+		_ = json.Unmarshal(body, &opts)
+	}
+	status := func(code int, reason string) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d}`, reason, code)
+	}
+	ns := strings.Split(strings.Trim(r.URL.Path, "/"), "/")[4]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.servedSandboxes[ns+"/"+name]
+	switch {
+	case !ok:
+		status(http.StatusNotFound, string(metav1.StatusReasonNotFound))
+	case opts.Preconditions != nil && opts.Preconditions.UID != nil && *opts.Preconditions.UID != sb.UID:
+		status(http.StatusConflict, string(metav1.StatusReasonConflict))
+	default:
+		delete(f.servedSandboxes, ns+"/"+name)
+		f.sandboxWrites = append(f.sandboxWrites, "delete sandboxes "+name)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"Status","apiVersion":"v1","status":"Success"}`))
+	}
 }
 
 // watchedSandbox is a Sandbox as the informer's watch decodes it: typed,

@@ -256,7 +256,7 @@ func (c *TaskController) applyClaim(ctx context.Context, task *calibanv1alpha1.C
 // returns the cold launch that replaces it, for the status.
 func (c *TaskController) letClaimGo(ctx context.Context, claim *extv1beta1.SandboxClaim, launch calibanv1alpha1.Launch) (applied, error) {
 	klog.FromContext(ctx).Info("The warm pool served another rendering; letting the claim go and starting cold", "claim", claim.Name, "message", launch.Message)
-	if err := deleteOwned(ctx, c.warm.Client.SandboxClaims(claim.Namespace), claim.Name, claim.UID); err != nil {
+	if _, err := deleteOwned(ctx, c.warm.Client.SandboxClaims(claim.Namespace), claim.Name, claim.UID); err != nil {
 		return applied{}, err
 	}
 	return applied{relaunch: &launch, after: rolledRequeue}, nil
@@ -323,8 +323,14 @@ func (c *TaskController) removeDuplicates(ctx context.Context, claim *extv1beta1
 	var removed []string
 	for _, dup := range builders.DuplicateSandboxes(claim.UID, claim.Status.Sandbox.Name, taskUID, controlled) {
 		klog.FromContext(ctx).Info("Deleting a second Sandbox agent-sandbox made for the task's claim", "sandbox", dup.GetName(), "claim", claim.Name, "kept", claim.Status.Sandbox.Name)
-		if err := deleteOwned(ctx, restDeleter{c.sandboxes.RESTClient(), claim.Namespace, builders.SandboxResource}, dup.GetName(), dup.GetUID()); err != nil {
+		deleted, err := deleteOwned(ctx, restDeleter{c.sandboxes.RESTClient(), claim.Namespace, builders.SandboxResource}, dup.GetName(), dup.GetUID())
+		if err != nil {
 			return removed, fmt.Errorf("deleting the duplicate Sandbox %s: %w", dup.GetName(), err)
+		}
+		if !deleted {
+			// Gone already (a pass before this one, whose delete the
+			// cache has yet to bring): counted and told then.
+			continue
 		}
 		c.metrics.observeWarmDuplicate()
 		removed = append(removed, dup.GetName())

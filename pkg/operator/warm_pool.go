@@ -314,7 +314,7 @@ func (c *WorkspaceController) removeWarmPool(ctx context.Context, ws *calibanv1a
 	w := c.warm
 	if obj, exists, _ := w.networkPolicies.GetByKey(ws.Namespace + "/" + builders.WarmUnclaimedPolicyName(ws.Name)); exists {
 		if v, ok := obj.(*freshness.View); ok && metav1.IsControlledBy(v, ws) {
-			if err := deleteOwned(ctx, c.kube.NetworkingV1().NetworkPolicies(ws.Namespace), v.Name, v.UID); err != nil {
+			if _, err := deleteOwned(ctx, c.kube.NetworkingV1().NetworkPolicies(ws.Namespace), v.Name, v.UID); err != nil {
 				return err
 			}
 		}
@@ -324,7 +324,7 @@ func (c *WorkspaceController) removeWarmPool(ctx context.Context, ws *calibanv1a
 	}
 	if pool, err := w.pools.SandboxWarmPools(ws.Namespace).Get(builders.WarmPoolName(ws.Name)); err == nil && metav1.IsControlledBy(pool, ws) {
 		klog.FromContext(ctx).Info("Deleting the warm pool the Workspace no longer asks for", "pool", pool.Name)
-		if err := deleteOwned(ctx, w.client.SandboxWarmPools(ws.Namespace), pool.Name, pool.UID); err != nil {
+		if _, err := deleteOwned(ctx, w.client.SandboxWarmPools(ws.Namespace), pool.Name, pool.UID); err != nil {
 			return err
 		}
 	}
@@ -343,7 +343,7 @@ func (c *WorkspaceController) deleteTemplates(ctx context.Context, ws *calibanv1
 			continue
 		}
 		klog.FromContext(ctx).V(2).Info("Deleting the SandboxTemplate of an older rendering", "name", t.Name)
-		if err := deleteOwned(ctx, c.warm.client.SandboxTemplates(ws.Namespace), t.Name, t.UID); err != nil {
+		if _, err := deleteOwned(ctx, c.warm.client.SandboxTemplates(ws.Namespace), t.Name, t.UID); err != nil {
 			return err
 		}
 	}
@@ -356,15 +356,16 @@ type deleter interface {
 }
 
 // deleteOwned deletes the object name if it still has uid: one re-made
-// under the name since the cache saw it is another object.
-func deleteOwned(ctx context.Context, client deleter, name string, uid types.UID) error {
-	err := client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+// under the name since the cache saw it is another object. deleted is
+// false when there was nothing of that UID left to delete.
+func deleteOwned(ctx context.Context, client deleter, name string, uid types.UID) (deleted bool, err error) {
+	err = client.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return fmt.Errorf("deleting %s: %w", name, err)
+		return false, fmt.Errorf("deleting %s: %w", name, err)
 	}
 	tracing.RecordWrite(ctx, writeDelete)
-	return nil
+	return true, nil
 }

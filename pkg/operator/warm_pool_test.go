@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -17,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	core "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	extv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/extensions/v1beta1"
 	sandboxv1beta1 "github.com/caliban-ai/caliban-operator/pkg/apis/sandbox/v1beta1"
@@ -670,5 +673,67 @@ func TestAWarmTaskIsRunningOnlyOnceItsPolicySelectsItsPod(t *testing.T) {
 	stored, _ = f.caliban.CalibanV1alpha1().CalibanTasks("team").Get(f.ctx, tk.Name, metaGet)
 	if stored.Status.Phase != calibanv1alpha1.TaskRunning || stored.Status.CalibandEndpoint != "ws-warm-x7k2p.team.svc.cluster.local:8443" {
 		t.Errorf("status %s %q once the pod carries the label, want Running", stored.Status.Phase, stored.Status.CalibandEndpoint)
+	}
+}
+
+// A second Sandbox agent-sandbox made for the task's claim is deleted
+// once, with its UID, told once and counted once, however many passes
+// run before the cache brings the delete; the named one is kept.
+func TestASecondSandboxOfTheClaimIsDeletedOnceAndTheNamedOneKept(t *testing.T) {
+	f, tc, tk := claimedFixture(t, func(*sandboxv1beta1.Sandbox) {})
+	claim, err := f.caliban.ExtensionsV1beta1().SandboxClaims("team").Get(f.ctx, builders.ClaimName(tk.Name), metaGet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	named := f.servedSandboxes["team/ws-warm-x7k2p"].DeepCopy()
+	dup := named.DeepCopy()
+	dup.Name, dup.UID = claim.Name, "duplicate-uid"
+	f.servedSandboxes["team/"+dup.Name] = dup.DeepCopy()
+	f.mu.Unlock()
+	tc.claimed = cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{controllerIndex: indexByController})
+	for _, sb := range []*sandboxv1beta1.Sandbox{named, dup} {
+		if err := tc.claimed.Add(sb); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := testutil.ToFloat64(f.metrics.duplicates)
+	for pass := range 2 {
+		f.resetActions()
+		if _, err := tc.sync(f.ctx, key(tk)); err != nil {
+			t.Fatal(err)
+		}
+		var deletes []string
+		for _, w := range f.writes() {
+			if strings.HasPrefix(w, "delete ") {
+				deletes = append(deletes, w)
+			}
+		}
+		var told []string
+		for _, e := range f.events.events {
+			if e.reason == EventDuplicateSandboxRemoved {
+				told = append(told, e.note)
+			}
+		}
+		wantDeletes, wantTold := 1, 1
+		if pass == 1 {
+			wantDeletes, wantTold = 0, 0
+		}
+		if len(deletes) != wantDeletes || len(told) != wantTold {
+			t.Errorf("pass %d: deletes %v and Events %v, want %d and %d", pass, deletes, told, wantDeletes, wantTold)
+		}
+		if len(told) == 1 && (!strings.Contains(told[0], claim.Name) || !strings.Contains(told[0], "ws-warm-x7k2p")) {
+			t.Errorf("the Event says %q, want both Sandboxes named", told[0])
+		}
+	}
+	if got := testutil.ToFloat64(f.metrics.duplicates) - before; got != 1 {
+		t.Errorf("counted %v duplicates, want 1", got)
+	}
+	f.mu.Lock()
+	_, kept := f.servedSandboxes["team/ws-warm-x7k2p"]
+	_, left := f.servedSandboxes["team/"+claim.Name]
+	f.mu.Unlock()
+	if !kept || left {
+		t.Errorf("named Sandbox kept %v, duplicate left %v; want the named one kept and the duplicate gone", kept, left)
 	}
 }
