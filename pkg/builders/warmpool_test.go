@@ -505,7 +505,7 @@ func TestPodReachable(t *testing.T) {
 		"the pod carries another claim's UID":     {pod: pod(func(p *corev1.Pod) { p.Labels[LabelClaimUID] = "other" }), want: "waiting for agent-sandbox"},
 		"a pod of another Sandbox under the name": {pod: pod(func(p *corev1.Pod) { p.OwnerReferences[0].UID = "other" }), want: "is not its pod"},
 		"a pod being deleted":                     {pod: pod(func(p *corev1.Pod) { now := metav1.Now(); p.DeletionTimestamp = &now }), want: "is not its pod"},
-		"a pod not ready":                         {pod: pod(func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }), want: "is not"},
+		"a pod not ready":                         {pod: pod(func(p *corev1.Pod) { p.Status.Conditions[0].Status = corev1.ConditionFalse }), want: "its pod ws-warm-x is not"},
 	}
 	for name, test := range tests {
 		t.Run(name, func(t *testing.T) {
