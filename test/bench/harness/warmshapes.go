@@ -157,6 +157,9 @@ func (p *podSelection) observe(pod *corev1.Pod, now time.Time) {
 	defer p.mu.Unlock()
 	if _, seen := p.selected[uid]; !seen {
 		p.selected[uid] = now
+		if p.rv == nil {
+			p.rv = map[types.UID]uint64{}
+		}
 		p.rv[uid], _ = strconv.ParseUint(pod.ResourceVersion, 10, 64)
 	}
 }
