@@ -141,8 +141,8 @@ func (c *TaskController) applyChildren(ctx context.Context, task *calibanv1alpha
 		if err != nil {
 			return applied{}, err
 		}
-		got, err := c.takeClaimed(ctx, task, pin, claim, claim.Status.Sandbox.Name, mode)
-		if err != nil || got.sandbox == nil || got.relaunch != nil || !startingUp(task.Status.Phase) || !builders.SandboxServing(&got.sandbox.Status) {
+		got, err := c.takeClaimed(ctx, task, pin, claim, mode)
+		if err != nil || got.sandbox == nil || got.relaunch != nil || !builders.StartingUp(task.Status.Phase) || !builders.SandboxServing(&got.sandbox.Status) {
 			return got, err
 		}
 		// Running only once prospero can reach caliband: the policy

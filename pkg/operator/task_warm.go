@@ -58,117 +58,105 @@ func (c *TaskController) warmOffer(ws *calibanv1alpha1.Workspace) builders.WarmO
 	return offer
 }
 
-// takeClaimed makes the Sandbox name, which the task's claim holds, the
-// task's: its labels and its mode. Before the task runs anywhere, a Sandbox
-// ready from the pool and of the task's rendering runs the task at once,
-// and the next pass labels it (docs/adr/0026-warm-start.md#running-first).
-// A Sandbox of another rendering that no agent ran in lets the claim go.
+// takeClaimed makes the Sandbox the task's claim holds the task's: its
+// labels and its mode. builders.PlanTake decides each step; this gathers
+// what it asks for and writes what it decides.
 func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.CalibanTask, pin *calibanv1alpha1.ResolvedWorkspace,
-	claim *extv1beta1.SandboxClaim, name string, mode sandboxv1beta1.OperatingMode) (applied, error) {
+	claim *extv1beta1.SandboxClaim, mode sandboxv1beta1.OperatingMode) (applied, error) {
+	name := claim.Status.Sandbox.Name
+	in := builders.TakeInput{Mode: mode, Phase: task.Status.Phase}
 	view := c.children.View(freshness.Sandbox, task.Namespace, name)
-	if view != nil && !metav1.IsControlledBy(view, claim) {
-		view = nil
+	if view != nil && metav1.IsControlledBy(view, claim) {
+		in.Cached = &view.Sandbox.Mode
 	}
-	if view != nil && view.Sandbox.Mode == mode {
-		c.taken.Delete(task.UID)
-		return applied{sandbox: view.Sandbox}, nil
-	}
-	// What the task applies, rather than patches, on the Sandbox: its
-	// labels and its mode.
-	claimed := builders.BuildClaimedSandbox(task, name, mode)
-	if view != nil {
-		// A mode to change on a Sandbox the cache has: the task's own
-		// lifecycle.
-		if _, err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, claimed); apierrors.IsNotFound(err) {
-			return applied{}, nil
-		} else if err != nil {
-			return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
-		}
-		return applied{sandbox: view.Sandbox.InMode(mode)}, nil
-	}
-	// Not in the cache: it carries none of the task's labels yet, or the
-	// watch has not brought them. read is the Sandbox as this task last
-	// read or took it.
-	var read *takenSandbox
+	var record *takenSandbox
 	if t, ok := c.taken.Load(task.UID); ok && t.(*takenSandbox).name == name && t.(*takenSandbox).mode == mode {
-		read = t.(*takenSandbox)
-		if read.labelled {
-			return applied{sandbox: read.sandbox}, nil
-		}
+		record = t.(*takenSandbox)
+		in.Recorded = &builders.TakeRecord{Labelled: record.labelled, Spec: record.spec}
 	}
-	r, err := builders.RenderWarm(task, pin, c.settings)
-	if err != nil {
-		return applied{}, err
-	}
-	template := builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash)
-	starting := startingUp(task.Status.Phase)
-	if starting && mode == sandboxv1beta1.OperatingModeRunning {
-		live, err := c.claimedLive(ctx, claim, name)
-		if err != nil || live == nil {
-			return applied{}, err
-		}
-		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
-			return c.letClaimGo(ctx, claim, builders.WarmPoolRolled(template, got))
-		}
-		if builders.LiveMode(live.Spec.OperatingMode) == mode && builders.SandboxServing(&live.Status) {
-			c.starts.sandboxReady(task.UID, c.clock.Now())
-			observed := builders.ObserveSandbox(live)
-			c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: live.Spec.OperatingMode})
-			return applied{sandbox: observed, after: takeRequeue}, nil
-		}
-	}
-	// A Sandbox read in the mode the task wants keeps its spec: a new
-	// spec is a new generation, which agent-sandbox answers with a status
-	// write of its own.
-	setMode := read == nil || builders.LiveMode(read.spec) != mode
-	patch, err := builders.TakeSandboxPatch(task, claim.UID, template, mode, setMode)
-	if err != nil {
-		return applied{}, err
-	}
-	taken, err := c.takeSandbox(ctx, task.Namespace, name, patch)
-	switch {
-	case apierrors.IsNotFound(err):
-		return applied{}, nil
-	case apierrors.IsInvalid(err):
-		// A test of the patch failed: look at the Sandbox to tell why.
-		live, gerr := c.claimedLive(ctx, claim, name)
-		if gerr != nil || live == nil {
-			return applied{}, gerr
-		}
-		if got := live.Annotations[builders.AnnotationSandboxTemplateRef]; got != template {
-			if !starting {
-				// An agent ran in it: the task keeps what it got, and the
-				// operator never restarts it.
-				klog.FromContext(ctx).Info("The Sandbox the task ran in is of another rendering; leaving it alone", "sandbox", name, "template", got, "want", template)
-				return applied{sandbox: builders.ObserveSandbox(live)}, nil
+	// Each step gathers one input or ends the take; no path asks for more
+	// than four (TestPlanTake).
+	for range 8 {
+		step := builders.PlanTake(in)
+		switch step.Action {
+		case builders.TakeWait:
+			return applied{}, nil
+		case builders.TakeCached:
+			c.taken.Delete(task.UID)
+			return applied{sandbox: view.Sandbox}, nil
+		case builders.TakeSetMode:
+			claimed := builders.BuildClaimedSandbox(task, name, mode)
+			if _, err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, claimed); apierrors.IsNotFound(err) {
+				return applied{}, nil
+			} else if err != nil {
+				return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
 			}
-			return c.letClaimGo(ctx, claim, builders.WarmPoolRolled(template, got))
+			return applied{sandbox: view.Sandbox.InMode(mode)}, nil
+		case builders.TakeRecorded:
+			return applied{sandbox: record.sandbox}, nil
+		case builders.TakeRender:
+			r, err := builders.RenderWarm(task, pin, c.settings)
+			if err != nil {
+				return applied{}, err
+			}
+			in.Template = builders.WarmTemplateName(task.Spec.WorkspaceRef.Name, r.Hash)
+		case builders.TakeRead:
+			live, err := c.claimedLive(ctx, claim, name)
+			if err != nil {
+				return applied{}, err
+			}
+			in.Read, in.Live = true, live
+		case builders.TakeRunReady:
+			c.starts.sandboxReady(task.UID, c.clock.Now())
+			observed := builders.ObserveSandbox(in.Live)
+			c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: in.Live.Spec.OperatingMode})
+			return applied{sandbox: observed, after: takeRequeue}, nil
+		case builders.TakeLetGo:
+			return c.letClaimGo(ctx, claim, step.Launch)
+		case builders.TakeKeep:
+			klog.FromContext(ctx).Info("The Sandbox the task ran in is of another rendering; leaving it alone",
+				"sandbox", name, "template", in.Live.Annotations[builders.AnnotationSandboxTemplateRef], "want", in.Template)
+			return applied{sandbox: builders.ObserveSandbox(in.Live)}, nil
+		case builders.TakePatch:
+			patch, err := builders.TakeSandboxPatch(task, claim.UID, in.Template, mode, step.SetMode)
+			if err != nil {
+				return applied{}, err
+			}
+			taken, err := c.takeSandbox(ctx, task.Namespace, name, patch)
+			switch {
+			case apierrors.IsNotFound(err):
+				return applied{}, nil
+			case apierrors.IsInvalid(err):
+				// A test of the patch failed: the plan reads the Sandbox
+				// again to tell why.
+				in.Refused, in.Read, in.Live = true, false, nil
+				continue
+			case err != nil:
+				return applied{}, fmt.Errorf("taking Sandbox %s: %w", name, err)
+			}
+			return c.tookSandbox(task, name, mode, taken), nil
+		case builders.TakeApply:
+			taken, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode))
+			if err != nil {
+				return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
+			}
+			return c.tookSandbox(task, name, mode, taken), nil
 		}
-		// Ours and of the task's rendering, with more than one owner:
-		// apply instead.
-		if taken, err = apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, claimed); err != nil {
-			return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
-		}
-	case err != nil:
-		return applied{}, fmt.Errorf("taking Sandbox %s: %w", name, err)
 	}
-	if builders.SandboxServing(&taken.Status) && starting {
+	return applied{}, fmt.Errorf("taking Sandbox %s: the take's plan did not settle", name)
+}
+
+// tookSandbox records the Sandbox a warm task just labelled until its
+// cache has it.
+func (c *TaskController) tookSandbox(task *calibanv1alpha1.CalibanTask, name string, mode sandboxv1beta1.OperatingMode, taken *sandboxv1beta1.Sandbox) applied {
+	if builders.SandboxServing(&taken.Status) && builders.StartingUp(task.Status.Phase) {
 		// Taken ready from the pool: its readiness is news to this task
 		// now, whenever the pool made it.
 		c.starts.sandboxReady(task.UID, c.clock.Now())
 	}
 	observed := builders.ObserveSandbox(taken)
 	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: taken.Spec.OperatingMode, labelled: true})
-	return applied{sandbox: observed}, nil
-}
-
-// startingUp: the task has not yet run in the Sandbox its claim holds.
-func startingUp(phase calibanv1alpha1.TaskPhase) bool {
-	switch phase {
-	case "", calibanv1alpha1.TaskPending, calibanv1alpha1.TaskProvisioning:
-		return true
-	}
-	return false
+	return applied{sandbox: observed}
 }
 
 // takeRequeue: a warm task that runs on a Sandbox it has not labelled
