@@ -110,7 +110,7 @@ func TestPlanTake(t *testing.T) {
 			in: TakeInput{Mode: suspended, Phase: provisioning, Template: takeTemplate}, want: TakeStep{Action: TakePatch, SetMode: true},
 		},
 		"a refused take reads the Sandbox again, even one read before it": {
-			in: rendered(read(liveClaimed(takeTemplate, running, false)), refused, func(in *TakeInput) { in.Read, in.Live = false, nil }),
+			in:   rendered(read(liveClaimed(takeTemplate, running, false)), refused, func(in *TakeInput) { in.Read, in.Live = false, nil }),
 			want: TakeStep{Action: TakeRead},
 		},
 		"a refused take of a Sandbox since gone waits": {

@@ -84,8 +84,17 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 		case builders.TakeCached:
 			c.taken.Delete(task.UID)
 			return applied{sandbox: view.Sandbox}, nil
-		case builders.TakeSetMode:
+		case builders.TakeSetMode, builders.TakeApply:
+			// What the task applies, rather than patches, on the Sandbox:
+			// its labels and its mode.
 			claimed := builders.BuildClaimedSandbox(task, name, mode)
+			if step.Action == builders.TakeApply {
+				taken, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, claimed)
+				if err != nil {
+					return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
+				}
+				return c.tookSandbox(task.UID, task.Status.Phase, name, mode, taken), nil
+			}
 			if _, err := applyUnread(ctx, writeSandbox, c.sandboxes.RESTClient(), builders.SandboxResource, task.Namespace, name, claimed); apierrors.IsNotFound(err) {
 				return applied{}, nil
 			} else if err != nil {
@@ -134,13 +143,7 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 			case err != nil:
 				return applied{}, fmt.Errorf("taking Sandbox %s: %w", name, err)
 			}
-			return c.tookSandbox(task, name, mode, taken), nil
-		case builders.TakeApply:
-			taken, err := apply(ctx, writeSandbox, c.sandboxes.Sandboxes(task.Namespace), name, builders.BuildClaimedSandbox(task, name, mode))
-			if err != nil {
-				return applied{}, fmt.Errorf("applying Sandbox %s: %w", name, err)
-			}
-			return c.tookSandbox(task, name, mode, taken), nil
+			return c.tookSandbox(task.UID, task.Status.Phase, name, mode, taken), nil
 		}
 	}
 	return applied{}, fmt.Errorf("taking Sandbox %s: the take's plan did not settle", name)
@@ -148,14 +151,14 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 
 // tookSandbox records the Sandbox a warm task just labelled until its
 // cache has it.
-func (c *TaskController) tookSandbox(task *calibanv1alpha1.CalibanTask, name string, mode sandboxv1beta1.OperatingMode, taken *sandboxv1beta1.Sandbox) applied {
-	if builders.SandboxServing(&taken.Status) && builders.StartingUp(task.Status.Phase) {
+func (c *TaskController) tookSandbox(uid types.UID, phase calibanv1alpha1.TaskPhase, name string, mode sandboxv1beta1.OperatingMode, taken *sandboxv1beta1.Sandbox) applied {
+	if builders.SandboxServing(&taken.Status) && builders.StartingUp(phase) {
 		// Taken ready from the pool: its readiness is news to this task
 		// now, whenever the pool made it.
-		c.starts.sandboxReady(task.UID, c.clock.Now())
+		c.starts.sandboxReady(uid, c.clock.Now())
 	}
 	observed := builders.ObserveSandbox(taken)
-	c.taken.Store(task.UID, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: taken.Spec.OperatingMode, labelled: true})
+	c.taken.Store(uid, &takenSandbox{name: name, mode: mode, sandbox: observed, spec: taken.Spec.OperatingMode, labelled: true})
 	return applied{sandbox: observed}
 }
 
