@@ -412,6 +412,10 @@ func controlledBy(o metav1.Object, uid types.UID) bool {
 	return ref != nil && ref.UID == uid
 }
 
+// ReasonDuplicateSandboxRemoved is the reason of the Warning Event on a
+// warm task whose claim's duplicate Sandbox the operator deleted.
+const ReasonDuplicateSandboxRemoved = "DuplicateSandboxRemoved"
+
 // DuplicateRemovedNote is the note of the Warning Event that says a
 // duplicate Sandbox of a warm task was removed.
 func DuplicateRemovedNote(duplicate, claim, named string) string {

@@ -28,8 +28,9 @@ import (
 const EventColdStart = "ColdStart"
 
 // EventDuplicateSandboxRemoved: agent-sandbox made a second Sandbox for a
-// warm task's claim, and the operator deleted it.
-const EventDuplicateSandboxRemoved = "DuplicateSandboxRemoved"
+// warm task's claim, and the operator deleted it (kubectl caliban describe
+// counts them).
+const EventDuplicateSandboxRemoved = builders.ReasonDuplicateSandboxRemoved
 
 // rolledRequeue: a warm task that let its claim go looks again at once,
 // to start cold.
@@ -45,7 +46,7 @@ func (c *TaskController) warmOffer(ws *calibanv1alpha1.Workspace) builders.WarmO
 	}
 	offer := builders.WarmOffer{Replicas: replicas}
 	if !c.warm.API.Served() {
-		offer.Unavailable = unavailableMessage
+		offer.Unavailable = builders.ExtensionsUnserved
 		return offer
 	}
 	name := builders.WarmPoolName(ws.Name)

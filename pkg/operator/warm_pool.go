@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	networkingv1ac "k8s.io/client-go/applyconfigurations/networking/v1"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	networkinginformers "k8s.io/client-go/informers/networking/v1"
 	"k8s.io/client-go/rest"
@@ -76,84 +75,93 @@ type warmPools struct {
 	serviceAccounts, networkPolicies cache.Store
 }
 
-// unavailableMessage is why a Workspace has no pool while the extensions
-// are not served.
-var unavailableMessage = fmt.Sprintf("agent-sandbox's extensions API %s is not served (run its controller with --extensions and install its extension CRDs)",
-	extv1beta1.SchemeGroupVersion)
-
-// sync keeps ws's pool as its spec and the operator's settings render it,
-// and says what it found. problem is ws's validation problem: an invalid
-// Workspace keeps the pool it had, untouched, since no task can be
-// admitted against it and it may be fixed in a moment.
+// syncWarmPool keeps ws's pool as its spec and the operator's settings
+// render it, and says what it found: builders.WantWarmPool says what ws
+// asks, builders.PlanWarmPool what to write for it over what the caches
+// hold, and this writes the plan. problem is ws's validation problem.
 func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alpha1.Workspace, problem string) (*builders.WarmPoolObservation, error) {
-	w := c.warm
-	if builders.WarmReplicas(ws) == 0 {
-		if err := c.keepIsolation(ctx, ws); err != nil {
-			return nil, err
-		}
-		return nil, c.removeWarmPool(ctx, ws, "")
-	}
-	if problem != "" {
-		return &builders.WarmPoolObservation{}, nil
-	}
-	if p := builders.WarmSourcesProblem(ws.Spec.Sources); p != "" {
-		return &builders.WarmPoolObservation{Reason: builders.ReasonSourcesNotPinned, Problem: p}, c.removeWarmPool(ctx, ws, "")
-	}
-	pin, ok := builders.PoolPin(ws)
-	if !ok {
-		return &builders.WarmPoolObservation{}, nil
-	}
-	r, err := builders.RenderWarm(builders.PoolTask(ws), pin, c.settings)
+	want, err := builders.WantWarmPool(ws, problem, c.settings)
 	if err != nil {
 		return nil, err
 	}
-	ns := ws.Namespace
-	sa := builders.BuildWarmServiceAccount(ws)
-	if err := applyPoolChild(ctx, w.serviceAccounts, ws, *sa.Name, sa, c.serviceAccountWrites(ctx, ns, *sa.Name)); err != nil {
+	plan := builders.PlanWarmPool(ws, want, c.seenWarmPool(ws, want.Template))
+	if err := c.writeWarmPool(ctx, ws, plan); err != nil {
 		return nil, err
 	}
-	for _, np := range []*networkingv1ac.NetworkPolicyApplyConfiguration{builders.BuildWarmIsolationPolicy(ws), builders.BuildWarmUnclaimedPolicy(ws, r)} {
-		if err := applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, c.networkPolicyWrites(ctx, ns, *np.Name)); err != nil {
-			return nil, err
+	return plan.Observation, nil
+}
+
+// seenWarmPool is what the caches hold of ws's pool; template is the
+// name of the rendering it wants.
+func (c *WorkspaceController) seenWarmPool(ws *calibanv1alpha1.Workspace, template string) builders.WarmPoolSeen {
+	w, ns := c.warm, ws.Namespace
+	seen := builders.WarmPoolSeen{
+		Served:          w.ext.Served(),
+		ServiceAccount:  cachedView(w.serviceAccounts, ns, builders.WarmPoolName(ws.Name)),
+		UnclaimedPolicy: cachedView(w.networkPolicies, ns, builders.WarmUnclaimedPolicyName(ws.Name)),
+	}
+	if !seen.Served {
+		return seen
+	}
+	if template != "" {
+		seen.Template, _ = w.templates.SandboxTemplates(ns).Get(template)
+	}
+	seen.Pool, _ = w.pools.SandboxWarmPools(ns).Get(builders.WarmPoolName(ws.Name))
+	selector := labels.SelectorFromSet(labels.Set{builders.LabelWarmPool: builders.TaskLabelValue(ws.Name)})
+	seen.Templates, _ = w.templates.SandboxTemplates(ns).List(selector)
+	return seen
+}
+
+// cachedView is the freshness view the store has under ns/name, or nil.
+func cachedView(store cache.Store, ns, name string) metav1.Object {
+	if obj, exists, _ := store.GetByKey(ns + "/" + name); exists {
+		if v, ok := obj.(*freshness.View); ok {
+			return v
 		}
 	}
-	if !w.ext.Served() {
-		return &builders.WarmPoolObservation{Reason: builders.ReasonWarmPoolUnavailable, Problem: unavailableMessage}, nil
-	}
+	return nil
+}
 
-	template := builders.WarmTemplateName(ws.Name, r.Hash)
-	cachedTemplate, _ := w.templates.SandboxTemplates(ns).Get(template)
-	if cachedTemplate != nil && !metav1.IsControlledBy(cachedTemplate, ws) {
-		return nil, nameTaken("SandboxTemplate", template, cachedTemplate)
+// writeWarmPool writes plan for ws and completes its observation with the
+// pool it wrote or the cache has.
+func (c *WorkspaceController) writeWarmPool(ctx context.Context, ws *calibanv1alpha1.Workspace, plan builders.WarmPoolPlan) error {
+	w, ns := c.warm, ws.Namespace
+	if sa := plan.ServiceAccount; sa != nil {
+		if err := applyPoolChild(ctx, w.serviceAccounts, ws, *sa.Name, sa, c.serviceAccountWrites(ctx, ns, *sa.Name)); err != nil {
+			return err
+		}
 	}
-	if cachedTemplate == nil {
-		// A template is never changed once made: its name is its
-		// rendering's hash.
-		body := builders.BuildWarmTemplate(ws, r)
-		created, err := createOrFind(ctx, typedTarget(writeTemplate, "SandboxTemplate", template, w.client.SandboxTemplates(ns), body,
+	for _, np := range plan.Policies {
+		if err := applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, c.networkPolicyWrites(ctx, ns, *np.Name)); err != nil {
+			return err
+		}
+	}
+	if plan.Taken != "" {
+		return &errNameTaken{message: plan.Taken}
+	}
+	if body := plan.Template; body != nil {
+		created, err := createOrFind(ctx, typedTarget(writeTemplate, "SandboxTemplate", *body.Name, w.client.SandboxTemplates(ns), body,
 			func() *extv1beta1.SandboxTemplate { return &extv1beta1.SandboxTemplate{} }, nil), ws.UID)
 		if !created && err == nil {
-			klog.FromContext(ctx).V(4).Info("Applying SandboxTemplate", "name", template)
-			_, err = apply(ctx, writeTemplate, w.client.SandboxTemplates(ns), template, body)
+			klog.FromContext(ctx).V(4).Info("Applying SandboxTemplate", "name", *body.Name)
+			_, err = apply(ctx, writeTemplate, w.client.SandboxTemplates(ns), *body.Name, body)
 		}
 		if takenBy(err) != nil {
-			return nil, err
+			return err
 		}
 		if err != nil {
-			return nil, fmt.Errorf("applying SandboxTemplate %s/%s: %w", ns, template, err)
+			return fmt.Errorf("applying SandboxTemplate %s/%s: %w", ns, *body.Name, err)
 		}
 	}
-	name := builders.WarmPoolName(ws.Name)
-	pool, _ := w.pools.SandboxWarmPools(ns).Get(name)
-	if pool != nil && !metav1.IsControlledBy(pool, ws) {
-		return nil, nameTaken("SandboxWarmPool", name, pool)
+	if obs := plan.Observation; obs != nil && obs.Template != "" {
+		obs.Pool, _ = w.pools.SandboxWarmPools(ns).Get(builders.WarmPoolName(ws.Name))
 	}
-	if !poolHolds(pool, builders.WarmReplicas(ws), template) {
-		body := builders.BuildWarmPool(ws, template)
+	if body := plan.Pool; body != nil {
+		name := *body.Name
 		var written *extv1beta1.SandboxWarmPool
 		created := false
 		var err error
-		if pool == nil {
+		if plan.CreatePool {
 			created, err = createOrFind(ctx, typedTarget(writeWarmPool, "SandboxWarmPool", name, w.client.SandboxWarmPools(ns), body,
 				func() *extv1beta1.SandboxWarmPool { return &extv1beta1.SandboxWarmPool{} }, &written), ws.UID)
 		}
@@ -161,35 +169,37 @@ func (c *WorkspaceController) syncWarmPool(ctx context.Context, ws *calibanv1alp
 			written, err = apply(ctx, writeWarmPool, w.client.SandboxWarmPools(ns), name, body)
 		}
 		if takenBy(err) != nil {
-			return nil, err
+			return err
 		}
 		if err != nil {
-			return nil, fmt.Errorf("applying SandboxWarmPool %s/%s: %w", ns, name, err)
+			return fmt.Errorf("applying SandboxWarmPool %s/%s: %w", ns, name, err)
 		}
-		if pool != nil && pool.Spec.TemplateRef.Name != template {
+		if plan.RolledFrom != "" {
 			c.recorder.Event(ws, corev1.EventTypeNormal, EventWarmPoolRolled, "Roll",
-				fmt.Sprintf("warm pool %s rolls from SandboxTemplate %s to %s; claimed Sandboxes keep what they have", name, pool.Spec.TemplateRef.Name, template))
+				fmt.Sprintf("warm pool %s rolls from SandboxTemplate %s to %s; claimed Sandboxes keep what they have", name, plan.RolledFrom, *body.Spec.TemplateRef.Name))
 		}
-		pool = written
-	}
-	// Old renderings' templates go once the pool, as its cache has it,
-	// serves the new one: a claim reads its pool's template, never an old
-	// one, and a claimed Sandbox needs none.
-	if cached, _ := w.pools.SandboxWarmPools(ns).Get(pool.Name); cached != nil && cached.Spec.TemplateRef.Name == template {
-		if err := c.deleteTemplates(ctx, ws, template); err != nil {
-			return nil, err
+		if plan.Observation != nil {
+			plan.Observation.Pool = written
 		}
 	}
-	return &builders.WarmPoolObservation{Template: template, Pool: pool}, nil
+	for _, d := range plan.Deletes {
+		klog.FromContext(ctx).V(2).Info("Deleting what the Workspace's warm pool no longer needs", "kind", d.Kind, "name", d.Name)
+		if _, err := deleteOwned(ctx, c.poolDeleter(ns, d.Kind), d.Name, d.UID); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// poolHolds reports that a cached pool is the one to apply: the size the
-// Workspace asks for (a scale from elsewhere is undone: the Workspace owns
-// it), the template, and Recreate.
-func poolHolds(pool *extv1beta1.SandboxWarmPool, replicas int32, template string) bool {
-	return pool != nil && pool.Spec.Replicas != nil && *pool.Spec.Replicas == replicas &&
-		pool.Spec.TemplateRef.Name == template &&
-		pool.Spec.UpdateStrategy != nil && pool.Spec.UpdateStrategy.Type == extv1beta1.UpdateStrategyRecreate
+// poolDeleter is the client that deletes a pool's object of kind.
+func (c *WorkspaceController) poolDeleter(ns, kind string) deleter {
+	switch kind {
+	case "SandboxWarmPool":
+		return c.warm.client.SandboxWarmPools(ns)
+	case "SandboxTemplate":
+		return c.warm.client.SandboxTemplates(ns)
+	}
+	return c.kube.NetworkingV1().NetworkPolicies(ns)
 }
 
 // poolWrites are the writes of one of a pool's ServiceAccount and
@@ -259,21 +269,6 @@ func applyPoolChild[T interface {
 	return nil
 }
 
-// keepIsolation keeps the isolation policy of a Workspace whose pool is
-// off but that had one (its pool's ServiceAccount is there): a warm task
-// of it may still resume into a new pod of the pool's, which only that
-// policy cuts off until the task's own selects it. One deleted meanwhile
-// is made again.
-func (c *WorkspaceController) keepIsolation(ctx context.Context, ws *calibanv1alpha1.Workspace) error {
-	w := c.warm
-	obj, exists, _ := w.serviceAccounts.GetByKey(ws.Namespace + "/" + builders.WarmPoolName(ws.Name))
-	if v, ok := obj.(*freshness.View); !exists || !ok || !metav1.IsControlledBy(v, ws) {
-		return nil
-	}
-	np := builders.BuildWarmIsolationPolicy(ws)
-	return applyPoolChild(ctx, w.networkPolicies, ws, *np.Name, np, c.networkPolicyWrites(ctx, ws.Namespace, *np.Name))
-}
-
 // serviceAccountWrites are the writes of a pool's ServiceAccount name.
 func (c *WorkspaceController) serviceAccountWrites(ctx context.Context, ns, name string) poolWrites {
 	return typedPoolWrites(ctx, writeServiceAccount, "ServiceAccount", name, c.kube.CoreV1().ServiceAccounts(ns),
@@ -303,51 +298,6 @@ func typedPoolWrites[T metav1.Object, C interface {
 		},
 		rc: rc, resource: resource,
 	}
-}
-
-// removeWarmPool deletes ws's pool, its templates but keep, and the
-// unclaimed pods' policy, as far as the caches have them. The
-// ServiceAccount and the isolation policy stay for the Workspace's life:
-// a suspended warm task resumes into a new pod that runs as the one and is
-// cut off by the other.
-func (c *WorkspaceController) removeWarmPool(ctx context.Context, ws *calibanv1alpha1.Workspace, keep string) error {
-	w := c.warm
-	if obj, exists, _ := w.networkPolicies.GetByKey(ws.Namespace + "/" + builders.WarmUnclaimedPolicyName(ws.Name)); exists {
-		if v, ok := obj.(*freshness.View); ok && metav1.IsControlledBy(v, ws) {
-			if _, err := deleteOwned(ctx, c.kube.NetworkingV1().NetworkPolicies(ws.Namespace), v.Name, v.UID); err != nil {
-				return err
-			}
-		}
-	}
-	if !w.ext.Served() {
-		return nil
-	}
-	if pool, err := w.pools.SandboxWarmPools(ws.Namespace).Get(builders.WarmPoolName(ws.Name)); err == nil && metav1.IsControlledBy(pool, ws) {
-		klog.FromContext(ctx).Info("Deleting the warm pool the Workspace no longer asks for", "pool", pool.Name)
-		if _, err := deleteOwned(ctx, w.client.SandboxWarmPools(ws.Namespace), pool.Name, pool.UID); err != nil {
-			return err
-		}
-	}
-	return c.deleteTemplates(ctx, ws, keep)
-}
-
-// deleteTemplates deletes the cached templates of ws's pool but keep.
-func (c *WorkspaceController) deleteTemplates(ctx context.Context, ws *calibanv1alpha1.Workspace, keep string) error {
-	selector := labels.SelectorFromSet(labels.Set{builders.LabelWarmPool: builders.TaskLabelValue(ws.Name)})
-	templates, err := c.warm.templates.SandboxTemplates(ws.Namespace).List(selector)
-	if err != nil {
-		return err
-	}
-	for _, t := range templates {
-		if t.Name == keep || !metav1.IsControlledBy(t, ws) {
-			continue
-		}
-		klog.FromContext(ctx).V(2).Info("Deleting the SandboxTemplate of an older rendering", "name", t.Name)
-		if _, err := deleteOwned(ctx, c.warm.client.SandboxTemplates(ws.Namespace), t.Name, t.UID); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // deleter is the Delete method of a typed client.

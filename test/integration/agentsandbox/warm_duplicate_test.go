@@ -4,14 +4,19 @@
 package agentsandbox_test
 
 import (
+	"bytes"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
 
+	"github.com/caliban-ai/caliban-operator/cmd/kubectl-caliban/app"
 	calibanv1alpha1 "github.com/caliban-ai/caliban-operator/pkg/apis/caliban/v1alpha1"
 	"github.com/caliban-ai/caliban-operator/pkg/builders"
 	calibanoperator "github.com/caliban-ai/caliban-operator/pkg/operator"
@@ -24,8 +29,9 @@ import (
 // on demand, so the test makes that second Sandbox as agent-sandbox's
 // createSandbox does (the claim as controller, its UID label, the
 // template's blueprint) beside a Running warm task. The operator deletes
-// it, says so in a Warning Event, and leaves the task and the Sandbox it
-// runs on as they were.
+// it, says so in a Warning Event and in kubectl caliban describe, and
+// leaves the task and the Sandbox it runs on as they were. A finalizer of
+// the test's holds the deleted duplicate, so describe is seen listing it.
 func TestASecondSandboxOfAWarmTasksClaimIsRemovedAndTheTaskUntouched(t *testing.T) {
 	bed(t)
 	ns := cluster.Namespace(t, nil)
@@ -55,6 +61,7 @@ func TestASecondSandboxOfAWarmTasksClaimIsRemovedAndTheTaskUntouched(t *testing.
 				builders.LabelLaunchType: builders.LaunchTypeCold,
 			},
 			"annotations": map[string]any{builders.AnnotationSandboxTemplateRef: kept.GetAnnotations()[builders.AnnotationSandboxTemplateRef]},
+			"finalizers":  []any{holdFinalizer},
 		},
 		"spec": spec,
 	}}
@@ -65,12 +72,18 @@ func TestASecondSandboxOfAWarmTasksClaimIsRemovedAndTheTaskUntouched(t *testing.
 		t.Fatalf("making the second Sandbox: %v", err)
 	}
 
-	gone(t, "the second Sandbox "+claim.Name, func() error {
+	t.Cleanup(func() { releaseSandbox(ns, claim.Name) })
+	framework.Eventually(t, startTimeout, func() error {
 		got, err := cluster.Dynamic.Resource(sandboxGVR).Namespace(ns).Get(ctx, claim.Name, metav1.GetOptions{})
-		if err == nil && got.GetUID() != made.GetUID() {
+		switch {
+		case err != nil:
+			return err
+		case got.GetUID() != made.GetUID():
 			return fmt.Errorf("Sandbox %s was made again (%s)", claim.Name, got.GetUID())
+		case got.GetDeletionTimestamp() == nil:
+			return fmt.Errorf("the second Sandbox %s is not being deleted", claim.Name)
 		}
-		return err
+		return nil
 	})
 	framework.Eventually(t, startTimeout, func() error {
 		list, err := cluster.Kube.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
@@ -98,4 +111,35 @@ func TestASecondSandboxOfAWarmTasksClaimIsRemovedAndTheTaskUntouched(t *testing.
 	if c := getClaim(t, ns, "dup"); c.UID != claim.UID || c.Status.Sandbox.Name != named {
 		t.Errorf("the claim is %s naming %q, want %s naming %q", c.UID, c.Status.Sandbox.Name, claim.UID, named)
 	}
+
+	var out, errOut bytes.Buffer
+	if code := app.Run(ctx, []string{"describe", "dup", "-n", ns, "--kubeconfig", cluster.Kubeconfig},
+		genericiooptions.IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, app.BuildInfo{}); code != app.ExitOK {
+		t.Fatalf("describe: exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^  Sandbox +` + regexp.QuoteMeta(named) + ` +operatingMode Running`),
+		regexp.MustCompile(`(?m)^  Sandbox +` + regexp.QuoteMeta(claim.Name) + ` +a second Sandbox of claim ` + regexp.QuoteMeta(claim.Name) + ` .*; being deleted$`),
+		regexp.MustCompile(`(?m)^  Duplicates +1 removed `),
+	} {
+		if !want.MatchString(out.String()) {
+			t.Errorf("describe does not match %s:\n%s", want, out.String())
+		}
+	}
+
+	releaseSandbox(ns, claim.Name)
+	gone(t, "the second Sandbox "+claim.Name, func() error {
+		_, err := cluster.Dynamic.Resource(sandboxGVR).Namespace(ns).Get(ctx, claim.Name, metav1.GetOptions{})
+		return err
+	})
+}
+
+// holdFinalizer is the test's finalizer on a Sandbox it keeps in sight
+// after its deletion.
+const holdFinalizer = "caliban.test/hold"
+
+// releaseSandbox lifts holdFinalizer from Sandbox name.
+func releaseSandbox(ns, name string) {
+	patch := []byte(`{"metadata":{"finalizers":null}}`)
+	_, _ = cluster.Dynamic.Resource(sandboxGVR).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{})
 }

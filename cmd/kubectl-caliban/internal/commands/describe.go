@@ -119,6 +119,16 @@ func Describe(w io.Writer, s *Snapshot, now time.Time) error {
 			claim = c.Name
 		}
 		line("  SandboxClaim\t%s\ton warm pool %s", claim, builders.WarmPoolName(task.Spec.WorkspaceRef.Name))
+		for _, d := range s.Duplicates {
+			state := "the operator deletes it"
+			if d.DeletionTimestamp != nil {
+				state = "being deleted"
+			}
+			line("  Sandbox\t%s\ta second Sandbox of claim %s (an agent-sandbox adoption race); %s", d.Name, claim, state)
+		}
+		if n := countReason(s.TaskEvents, builders.ReasonDuplicateSandboxRemoved); n > 0 {
+			line("  Duplicates\t%d removed\tSandboxes agent-sandbox made for the claim beside the task's (Events %s)", n, builders.ReasonDuplicateSandboxRemoved)
+		}
 		line("  ServiceAccount\t%s\t%s (the warm pool's: a warm pod runs as its pool's, token-less like a task's own)", serviceAccountOf(task), exists(s.ServiceAccount != nil))
 	} else {
 		line("  ServiceAccount\t%s\t%s", builders.ServiceAccountName(task.Name), exists(s.ServiceAccount != nil))
@@ -262,6 +272,22 @@ func containerState(statuses []corev1.ContainerStatus, name string) string {
 		return out
 	}
 	return "not started"
+}
+
+// countReason counts the events of reason, each as often as it happened.
+func countReason(events []eventsv1.Event, reason string) int {
+	n := 0
+	for _, e := range events {
+		if e.Reason != reason {
+			continue
+		}
+		if e.Series != nil && e.Series.Count > 0 {
+			n += int(e.Series.Count)
+		} else {
+			n++
+		}
+	}
+	return n
 }
 
 type namedEvent struct {

@@ -26,9 +26,13 @@ import (
 // reason is nil too, with the reason in Problems, so one forbidden read
 // (a user may not read Sandboxes or Events) does not hide the rest.
 type Snapshot struct {
-	Task           *calibanv1alpha1.CalibanTask
-	Workspace      *calibanv1alpha1.Workspace
-	Sandbox        *sandboxv1beta1.Sandbox
+	Task      *calibanv1alpha1.CalibanTask
+	Workspace *calibanv1alpha1.Workspace
+	Sandbox   *sandboxv1beta1.Sandbox
+	// Duplicates are the Sandboxes a warm task's claim controls beside the
+	// task's own: agent-sandbox v1.0.3 can make one in an adoption race,
+	// and the operator deletes it (docs/warm-start.md#duplicates).
+	Duplicates     []sandboxv1beta1.Sandbox
 	ServiceAccount *corev1.ServiceAccount
 	NetworkPolicy  *networkingv1.NetworkPolicy
 	Pod            *corev1.Pod
@@ -127,6 +131,7 @@ func gather(ctx context.Context, c *cli.Clients, ns, name string) (*Snapshot, er
 	if keep("Sandbox", err) {
 		s.Sandbox = sb
 	}
+	s.Duplicates = duplicates(ctx, c, task, keep)
 	if sa, err := c.Core.ServiceAccounts(ns).Get(ctx, serviceAccountOf(task), metav1.GetOptions{}); keep("ServiceAccount", err) {
 		s.ServiceAccount = sa
 	}
@@ -153,6 +158,30 @@ func gather(ctx context.Context, c *cli.Clients, ns, name string) (*Snapshot, er
 		s.PodEvents = events("Events of the pod", s.Pod.UID)
 	}
 	return s, nil
+}
+
+// duplicates lists the Sandboxes a warm task's claim controls other than
+// the one the task runs on; keep records a failed read.
+func duplicates(ctx context.Context, c *cli.Clients, task *calibanv1alpha1.CalibanTask, keep func(string, error) bool) []sandboxv1beta1.Sandbox {
+	if !builders.IsWarm(task) || task.Status.Launch.Claim == nil || task.Status.Launch.Claim.UID == "" {
+		return nil
+	}
+	uid := task.Status.Launch.Claim.UID
+	// The generated client has only the operator's verbs; a list is read
+	// through its REST client.
+	list := &sandboxv1beta1.SandboxList{}
+	err := c.Agents.RESTClient().Get().Namespace(task.Namespace).Resource(builders.SandboxResource).
+		Param("labelSelector", builders.LabelClaimUID+"="+string(uid)).Do(ctx).Into(list)
+	if !keep("Sandboxes of the claim", err) {
+		return nil
+	}
+	var dups []sandboxv1beta1.Sandbox
+	for _, sb := range list.Items {
+		if ref := metav1.GetControllerOfNoCopy(&sb); ref != nil && ref.UID == uid && sb.Name != diagnose.SandboxName(task) {
+			dups = append(dups, sb)
+		}
+	}
+	return dups
 }
 
 // serviceAccountOf is the ServiceAccount the task's pod runs as: its own,

@@ -88,26 +88,24 @@ func TestDescribe(t *testing.T) {
 			file: "describe-running.txt",
 		},
 		"a warm task shows its launch, its claim and the pool's ServiceAccount": {
-			snapshot: &Snapshot{
-				Task: fxTask("quick", "team-a", running, func(t *calibanv1alpha1.CalibanTask) {
-					sb := builders.WarmPoolName("ws") + "-x7k2p"
-					t.Status.SandboxRef.Name = sb
-					t.Status.CalibandEndpoint = sb + ".team-a.svc.cluster.local:8443"
-					t.Status.Conditions[0].Message = "caliband is serving at " + t.Status.CalibandEndpoint
-					t.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm, Reason: builders.ReasonLaunchWarmPool,
-						Message: "claims a Sandbox from warm pool 'ws-warm' (SandboxTemplate 'ws-warm-0123456789')",
-						Claim:   &calibanv1alpha1.ClaimReference{Name: builders.ClaimName("quick"), UID: "uid-claim"}}
-				}),
-				Workspace: fxWorkspace("ws", calibanv1alpha1.WorkspaceReady, ""),
-				Sandbox: func() *sandboxv1beta1.Sandbox {
-					sb := fxSandbox("quick", metav1.ConditionTrue, "DependenciesReady", "Pod is Ready; Service Exists")
-					sb.Name = builders.WarmPoolName("ws") + "-x7k2p"
-					return sb
-				}(),
-				ServiceAccount: fxServiceAccount(),
-				NetworkPolicy:  fxNetworkPolicy(),
-			},
-			file: "describe-warm.txt",
+			snapshot: fxWarmSnapshot(),
+			file:     "describe-warm.txt",
+		},
+		"a warm task shows a second Sandbox of its claim and counts those removed": {
+			snapshot: func() *Snapshot {
+				s := fxWarmSnapshot()
+				dup := fxSandbox("quick", metav1.ConditionTrue, "DependenciesReady", "Pod is Ready; Service Exists")
+				dup.Name = builders.ClaimName("quick")
+				s.Duplicates = []sandboxv1beta1.Sandbox{*dup}
+				note := builders.DuplicateRemovedNote("quick-claim-old", builders.ClaimName("quick"), s.Sandbox.Name)
+				s.TaskEvents = []eventsv1.Event{
+					fxEvent("uid-quick", "Warning", builders.ReasonDuplicateSandboxRemoved, note, 20*time.Minute),
+					fxEvent("uid-quick", "Normal", "PhaseChanged", "Provisioning → Running", 22*time.Minute),
+					fxEvent("uid-quick", "Warning", builders.ReasonDuplicateSandboxRemoved, note, 2*time.Minute),
+				}
+				return s
+			}(),
+			file: "describe-warm-duplicate.txt",
 		},
 		"a task blocked on a Failed Workspace has no children and says what it waits for": {
 			snapshot: &Snapshot{
@@ -152,5 +150,28 @@ func TestDescribe(t *testing.T) {
 			}
 			golden(t, test.file, out.Bytes())
 		})
+	}
+}
+
+// fxWarmSnapshot is a Running warm task on a pool Sandbox.
+func fxWarmSnapshot() *Snapshot {
+	return &Snapshot{
+		Task: fxTask("quick", "team-a", running, func(t *calibanv1alpha1.CalibanTask) {
+			sb := builders.WarmPoolName("ws") + "-x7k2p"
+			t.Status.SandboxRef.Name = sb
+			t.Status.CalibandEndpoint = sb + ".team-a.svc.cluster.local:8443"
+			t.Status.Conditions[0].Message = "caliband is serving at " + t.Status.CalibandEndpoint
+			t.Status.Launch = &calibanv1alpha1.Launch{Type: calibanv1alpha1.LaunchWarm, Reason: builders.ReasonLaunchWarmPool,
+				Message: "claims a Sandbox from warm pool 'ws-warm' (SandboxTemplate 'ws-warm-0123456789')",
+				Claim:   &calibanv1alpha1.ClaimReference{Name: builders.ClaimName("quick"), UID: "uid-claim"}}
+		}),
+		Workspace: fxWorkspace("ws", calibanv1alpha1.WorkspaceReady, ""),
+		Sandbox: func() *sandboxv1beta1.Sandbox {
+			sb := fxSandbox("quick", metav1.ConditionTrue, "DependenciesReady", "Pod is Ready; Service Exists")
+			sb.Name = builders.WarmPoolName("ws") + "-x7k2p"
+			return sb
+		}(),
+		ServiceAccount: fxServiceAccount(),
+		NetworkPolicy:  fxNetworkPolicy(),
 	}
 }
