@@ -96,8 +96,9 @@ type Deletion struct {
 // (PlanWarmPool), in this order: the children, then the template, the
 // pool and the deletions.
 type WarmPoolPlan struct {
-	// Observation is what the Workspace's status says of the pool; the
-	// writer adds the pool it wrote or saw. Nil: none is asked for.
+	// Observation is what the Workspace's status says of the pool, with
+	// the pool as the cache has it; the writer puts the pool it wrote in
+	// its place. Nil: none is asked for.
 	Observation *WarmPoolObservation
 	// ServiceAccount and Policies are applied unless their caches hold
 	// them as applied.
@@ -150,8 +151,8 @@ func PlanWarmPool(ws *calibanv1alpha1.Workspace, want WarmPoolWant, seen WarmPoo
 		plan.Observation = &WarmPoolObservation{Reason: ReasonWarmPoolUnavailable, Problem: ExtensionsUnserved}
 		return plan
 	}
-	plan.Observation = &WarmPoolObservation{Template: want.Template}
 	pool := seen.Pool
+	plan.Observation = &WarmPoolObservation{Template: want.Template}
 	switch {
 	case seen.Template != nil && !ours(seen.Template):
 		plan.Taken = NameTakenMessage("SandboxTemplate", want.Template, seen.Template)
@@ -160,6 +161,7 @@ func PlanWarmPool(ws *calibanv1alpha1.Workspace, want WarmPoolWant, seen WarmPoo
 		plan.Taken = NameTakenMessage("SandboxWarmPool", WarmPoolName(ws.Name), pool)
 		return plan
 	}
+	plan.Observation.Pool = pool
 	if seen.Template == nil {
 		plan.Template = BuildWarmTemplate(ws, want.Rendering)
 	}

@@ -112,6 +112,10 @@ func TestPlanWarmPool(t *testing.T) {
 	fresh := poolOf(owned(pool, "p1"), 3, tpl)
 	old := template(owned("ws-warm-0ld0ld00", "t0"))
 	current := template(owned(tpl, "t1"))
+	scaled := poolOf(owned(pool, "p1"), 7, tpl)
+	noStrategy := poolOf(owned(pool, "p1"), 3, tpl)
+	noStrategy.Spec.UpdateStrategy = nil
+	rolling := poolOf(owned(pool, "p1"), 3, old.Name)
 	children := func(s planSummary) planSummary {
 		s.ServiceAccount, s.Policies = pool, []string{isolation, unclaimed}
 		return s
@@ -131,28 +135,24 @@ func TestPlanWarmPool(t *testing.T) {
 		},
 		"a pool the caches hold as asked writes only its children, whose caches the writer compares": {
 			want: kept, seen: WarmPoolSeen{Served: true, Template: current, Pool: fresh, Templates: []*extv1beta1.SandboxTemplate{current}},
-			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl}}),
+			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl, Pool: fresh}}),
 		},
 		"a pool scaled from elsewhere is scaled back": {
-			want: kept, seen: WarmPoolSeen{Served: true, Template: current, Pool: poolOf(owned(pool, "p1"), 7, tpl)},
-			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl}, Pool: pool, PoolTemplate: tpl}),
+			want: kept, seen: WarmPoolSeen{Served: true, Template: current, Pool: scaled},
+			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl, Pool: scaled}, Pool: pool, PoolTemplate: tpl}),
 		},
 		"a pool without the Recreate strategy gets it": {
-			want: kept, seen: WarmPoolSeen{Served: true, Template: current, Pool: func() *extv1beta1.SandboxWarmPool {
-				p := poolOf(owned(pool, "p1"), 3, tpl)
-				p.Spec.UpdateStrategy = nil
-				return p
-			}()},
-			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl}, Pool: pool, PoolTemplate: tpl}),
+			want: kept, seen: WarmPoolSeen{Served: true, Template: current, Pool: noStrategy},
+			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl, Pool: noStrategy}, Pool: pool, PoolTemplate: tpl}),
 		},
 		"a new rendering rolls the pool and keeps the old template until the cache shows the roll": {
-			want: kept, seen: WarmPoolSeen{Served: true, Pool: poolOf(owned(pool, "p1"), 3, old.Name), Templates: []*extv1beta1.SandboxTemplate{old}},
-			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl}, Template: tpl, Pool: pool, PoolTemplate: tpl, RolledFrom: old.Name}),
+			want: kept, seen: WarmPoolSeen{Served: true, Pool: rolling, Templates: []*extv1beta1.SandboxTemplate{old}},
+			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl, Pool: rolling}, Template: tpl, Pool: pool, PoolTemplate: tpl, RolledFrom: old.Name}),
 		},
 		"once the cached pool serves the new template the old ones go, but not one the Workspace does not control": {
 			want: kept, seen: WarmPoolSeen{Served: true, Template: current, Pool: fresh,
 				Templates: []*extv1beta1.SandboxTemplate{template(owned("ws-warm-zz000000", "t2")), current, old, template(foreign("ws-warm-aa000000"))}},
-			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl}, Deletes: []Deletion{
+			plan: children(planSummary{Observation: &WarmPoolObservation{Template: tpl, Pool: fresh}, Deletes: []Deletion{
 				{Kind: "SandboxTemplate", Name: "ws-warm-0ld0ld00", UID: "t0"}, {Kind: "SandboxTemplate", Name: "ws-warm-zz000000", UID: "t2"}}}),
 		},
 		"a template name something else holds stops the pool there": {

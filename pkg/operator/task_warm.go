@@ -75,8 +75,8 @@ func (c *TaskController) takeClaimed(ctx context.Context, task *calibanv1alpha1.
 		record = t.(*takenSandbox)
 		in.Recorded = &builders.TakeRecord{Labelled: record.labelled, Spec: record.spec}
 	}
-	// Each step gathers one input or ends the take; no path asks for more
-	// than four (TestPlanTake).
+	// Each step gathers one input or ends the take; every take ends within
+	// five steps (TestEveryTakeSettles).
 	for range 8 {
 		step := builders.PlanTake(in)
 		switch step.Action {

@@ -122,8 +122,8 @@ func cachedView(store cache.Store, ns, name string) metav1.Object {
 	return nil
 }
 
-// writeWarmPool writes plan for ws and completes its observation with the
-// pool it wrote or the cache has.
+// writeWarmPool writes plan for ws; a pool it writes replaces the cached
+// one in the plan's observation.
 func (c *WorkspaceController) writeWarmPool(ctx context.Context, ws *calibanv1alpha1.Workspace, plan builders.WarmPoolPlan) error {
 	w, ns := c.warm, ws.Namespace
 	if sa := plan.ServiceAccount; sa != nil {
@@ -152,9 +152,6 @@ func (c *WorkspaceController) writeWarmPool(ctx context.Context, ws *calibanv1al
 		if err != nil {
 			return fmt.Errorf("applying SandboxTemplate %s/%s: %w", ns, *body.Name, err)
 		}
-	}
-	if obs := plan.Observation; obs != nil && obs.Template != "" {
-		obs.Pool, _ = w.pools.SandboxWarmPools(ns).Get(builders.WarmPoolName(ws.Name))
 	}
 	if body := plan.Pool; body != nil {
 		name := *body.Name

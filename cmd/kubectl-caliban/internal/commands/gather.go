@@ -163,7 +163,11 @@ func gather(ctx context.Context, c *cli.Clients, ns, name string) (*Snapshot, er
 // duplicates lists the Sandboxes a warm task's claim controls other than
 // the one the task runs on; keep records a failed read.
 func duplicates(ctx context.Context, c *cli.Clients, task *calibanv1alpha1.CalibanTask, keep func(string, error) bool) []sandboxv1beta1.Sandbox {
-	if !builders.IsWarm(task) || task.Status.Launch.Claim == nil || task.Status.Launch.Claim.UID == "" {
+	// Until the task names the Sandbox it runs on, any of the claim's may
+	// be the one agent-sandbox settles on: none is a duplicate yet, as the
+	// operator sees it (builders.DuplicateSandboxes).
+	named := diagnose.SandboxName(task)
+	if !builders.IsWarm(task) || task.Status.Launch.Claim == nil || task.Status.Launch.Claim.UID == "" || named == "" {
 		return nil
 	}
 	uid := task.Status.Launch.Claim.UID
@@ -177,7 +181,7 @@ func duplicates(ctx context.Context, c *cli.Clients, task *calibanv1alpha1.Calib
 	}
 	var dups []sandboxv1beta1.Sandbox
 	for _, sb := range list.Items {
-		if ref := metav1.GetControllerOfNoCopy(&sb); ref != nil && ref.UID == uid && sb.Name != diagnose.SandboxName(task) {
+		if ref := metav1.GetControllerOfNoCopy(&sb); ref != nil && ref.UID == uid && sb.Name != named {
 			dups = append(dups, sb)
 		}
 	}
